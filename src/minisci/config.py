@@ -1,0 +1,145 @@
+"""Typed, frozen configuration: one dataclass per ``params.yaml`` section.
+
+Every stage loads exactly its own section with :func:`load_section`. Unknown keys raise (a typo in
+``params.yaml`` or in ``dvc exp run -S`` must not be silently ignored), missing keys raise, and each
+dataclass validates its values in ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from minisci.errors import ConfigError
+
+NER_DATASETS = ("bc5cdr", "bc5cdr_typed", "ncbi_disease", "jnlpba")
+CLASSIFICATION_DATASETS = ("scicite",)
+EVAL_DATASETS = NER_DATASETS + CLASSIFICATION_DATASETS
+
+
+def _check(cond: bool, section: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"params section '{section}': {msg}")
+
+
+def _check_datasets(names: tuple[str, ...], section: str, key: str) -> None:
+    unknown = sorted(set(names) - set(EVAL_DATASETS))
+    _check(not unknown, section, f"{key} has unknown datasets {unknown}; known: {list(EVAL_DATASETS)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FetchDataConfig:
+    mirror: str  # local directory holding an offline copy of the data files
+
+    def __post_init__(self) -> None:
+        _check(bool(self.mirror), "fetch_data", "mirror must be a non-empty path")
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleCorpusConfig:
+    n_docs: int
+    biomedical_ratio: float
+    seed: int
+    min_sentence_words: int
+    guard_datasets: tuple[str, ...]
+    guard_min_words: int
+    tapt_datasets: tuple[str, ...]
+    punkt_train_chars: int
+
+    def __post_init__(self) -> None:
+        s = "sample_corpus"
+        _check(self.n_docs > 0, s, f"n_docs must be > 0, got {self.n_docs}")
+        _check(0.0 <= self.biomedical_ratio <= 1.0, s, "biomedical_ratio must be in [0, 1]")
+        _check(self.min_sentence_words >= 1, s, "min_sentence_words must be >= 1")
+        _check(self.guard_min_words >= 3, s, "guard_min_words must be >= 3 (shorter matches are noise)")
+        _check(self.punkt_train_chars > 0, s, "punkt_train_chars must be > 0")
+        _check_datasets(self.guard_datasets, s, "guard_datasets")
+        _check_datasets(self.tapt_datasets, s, "tapt_datasets")
+
+
+@dataclasses.dataclass(frozen=True)
+class MakePairsConfig:
+    n_pairs: int
+    n_heldout_pairs: int
+    heldout_doc_fraction: float
+    max_words: int
+    short_seq_prob: float
+    max_pairs_per_doc: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        s = "make_pairs"
+        _check(self.n_pairs > 0, s, "n_pairs must be > 0")
+        _check(self.n_heldout_pairs > 0, s, "n_heldout_pairs must be > 0")
+        _check(0.0 < self.heldout_doc_fraction < 1.0, s, "heldout_doc_fraction must be in (0, 1)")
+        _check(self.max_words >= 8, s, "max_words must be >= 8")
+        _check(0.0 <= self.short_seq_prob < 1.0, s, "short_seq_prob must be in [0, 1)")
+        _check(self.max_pairs_per_doc >= 0, s, "max_pairs_per_doc must be >= 0 (0 = no cap)")
+
+
+T = TypeVar("T")
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Convert YAML values to the annotated type (lists to tuples) and reject wrong types."""
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        (item_tp, _) = typing.get_args(tp)
+        return tuple(_coerce(v, item_tp, where) for v in value)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], where)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float, str, bool):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any], section: str) -> T:
+    """Build dataclass ``cls`` from a mapping; unknown and missing keys raise ConfigError."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"params section '{section}' must be a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"params section '{section}': unknown keys {unknown}; allowed: {sorted(fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, field in fields.items():
+        if name not in data:
+            has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+            if has_default:
+                continue
+            raise ConfigError(f"params section '{section}': missing key '{name}'")
+        kwargs[name] = _coerce(data[name], hints[name], f"params {section}.{name}")
+    return cls(**kwargs)
+
+
+def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found")
+    with path.open(encoding="utf-8") as f:
+        params = yaml.safe_load(f)
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections")
+    return params
+
+
+def load_section(cls: type[T], section: str, path: str | Path = "params.yaml") -> T:
+    params = load_params(path)
+    if section not in params:
+        raise ConfigError(f"{path}: missing section '{section}'")
+    return from_dict(cls, params[section], section)

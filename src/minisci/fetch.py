@@ -1,0 +1,122 @@
+"""The ``fetch_data`` stage: copy every dataset file listed in the project manifest from a local
+mirror (or download it from its public URL), verify its sha256, and publish the whole tree
+atomically so that a failure leaves no partial output."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from minisci.errors import FetchError
+from minisci.io import atomic_path, sha256_file
+
+MANIFEST_COLUMNS = ("path", "bytes", "sha256", "url")
+RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifestEntry:
+    path: str  # relative to the data root, e.g. ner/bc5cdr/train.txt
+    bytes: int
+    sha256: str
+    url: str  # empty when the file has no single public source (derived or rebuilt files)
+
+
+def url_for(row: dict[str, str]) -> str:
+    """Public URL of a file in the shared MANIFEST.tsv, or '' when it was derived from several
+    sources or rebuilt (then only a mirror can provide it)."""
+    repo, path, commit = row["source_repo"], row["source_path"], row["source_commit"]
+    note = row.get("license_note", "")
+    if ";" in repo or ";" in path or note.startswith(("DERIVED", "RECONSTRUCTED")):
+        return ""
+    return RAW_URL.format(repo=repo.strip(), commit=commit.strip(), path=path.strip())
+
+
+def manifest_from_shared(shared_manifest: str | Path) -> list[ManifestEntry]:
+    """Derive the project manifest from the data mirror's MANIFEST.tsv."""
+    with open(shared_manifest, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    return sorted(
+        (ManifestEntry(r["path"], int(r["bytes"]), r["sha256"], url_for(r)) for r in rows),
+        key=lambda e: e.path,
+    )
+
+
+def write_manifest(entries: list[ManifestEntry], path: str | Path) -> None:
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, delimiter="\t", lineterminator="\n")
+        w.writerow(MANIFEST_COLUMNS)
+        for e in entries:
+            w.writerow([e.path, e.bytes, e.sha256, e.url])
+
+
+def read_manifest(path: str | Path) -> list[ManifestEntry]:
+    path = Path(path)
+    if not path.is_file():
+        raise FetchError(f"{path}: manifest not found")
+    with path.open(encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t")
+        header = next(reader, None)
+        if tuple(header or ()) != MANIFEST_COLUMNS:
+            raise FetchError(f"{path}:1: expected header {list(MANIFEST_COLUMNS)}, got {header!r}")
+        entries = []
+        for lineno, row in enumerate(reader, start=2):
+            if len(row) != len(MANIFEST_COLUMNS) or not row[1].isdigit() or len(row[2]) != 64:
+                raise FetchError(f"{path}:{lineno}: expected path<TAB>bytes<TAB>sha256<TAB>url, got {row!r}")
+            if Path(row[0]).is_absolute() or ".." in Path(row[0]).parts:
+                raise FetchError(f"{path}:{lineno}: path must be relative and inside the data root: {row[0]!r}")
+            entries.append(ManifestEntry(row[0], int(row[1]), row[2], row[3]))
+    if not entries:
+        raise FetchError(f"{path}: manifest lists no files")
+    return entries
+
+
+def _download(url: str, dest: Path, timeout: float) -> None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r, dest.open("wb") as f:
+            shutil.copyfileobj(r, f)
+    except (urllib.error.URLError, OSError) as e:
+        raise FetchError(f"cannot download {url}: {e}") from None
+
+
+def fetch_one(entry: ManifestEntry, mirror: Path | None, dest: Path, timeout: float = 60.0) -> str:
+    """Place one file at ``dest`` and verify it; returns where it came from ('mirror' or 'url')."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    local = mirror / entry.path if mirror is not None else None
+    if local is not None and local.is_file():
+        shutil.copyfile(local, dest)
+        origin = "mirror"
+    elif entry.url:
+        _download(entry.url, dest, timeout)
+        origin = "url"
+    else:
+        where = f"not in mirror {mirror}" if mirror is not None else "no mirror configured"
+        raise FetchError(f"{entry.path}: {where}, and it has no public URL to download from")
+    digest = sha256_file(dest)
+    if digest != entry.sha256:
+        raise FetchError(
+            f"{entry.path}: sha256 mismatch (from {origin}): expected {entry.sha256}, got {digest}"
+        )
+    return origin
+
+
+def fetch_all(entries: list[ManifestEntry], mirror: str | Path | None, out_dir: str | Path) -> dict:
+    """Fetch every entry into ``out_dir``; the directory appears only if all files verified."""
+    mirror = Path(mirror) if mirror else None
+    if mirror is not None and not mirror.is_dir():
+        # Not fatal by itself: files with a URL can still be downloaded.
+        mirror = None
+    origins = {"mirror": 0, "url": 0}
+    with atomic_path(out_dir) as tmp:
+        for e in entries:
+            origins[fetch_one(e, mirror, tmp / e.path)] += 1
+    return {
+        "files": len(entries),
+        "bytes": sum(e.bytes for e in entries),
+        "from_mirror": origins["mirror"],
+        "downloaded": origins["url"],
+    }

@@ -1,0 +1,41 @@
+"""Stage make_pairs: BERT-style next-sentence-prediction pairs (50% IsNext, 50% NotNext) with a
+held-out split built from held-out documents.
+
+Usage: python stages/make_pairs.py --docs data/corpus/documents.jsonl --out data/pairs --metrics metrics/make_pairs.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from minisci.config import MakePairsConfig, load_section
+from minisci.io import atomic_path, write_json, write_jsonl
+from minisci.pairs import make_pairs
+from minisci.stage import run_stage
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--docs", required=True, help="documents.jsonl from sample_corpus")
+    p.add_argument("--out", required=True, help="directory: train.jsonl, heldout.jsonl")
+    p.add_argument("--metrics", required=True)
+    p.add_argument("--params", default="params.yaml")
+    args = p.parse_args(argv)
+
+    cfg = load_section(MakePairsConfig, "make_pairs", args.params)
+    start = time.perf_counter()
+    train, heldout, metrics = make_pairs(args.docs, cfg)
+    with atomic_path(args.out) as out:
+        out.mkdir()
+        write_jsonl(out / "train.jsonl", train)
+        write_jsonl(out / "heldout.jsonl", heldout)
+    metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
+    write_json(args.metrics, metrics)
+    print(f"make_pairs: {len(train)} train / {len(heldout)} held-out pairs "
+          f"(IsNext {metrics['train']['isnext_fraction']:.2%}) -> {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))

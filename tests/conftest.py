@@ -1,0 +1,88 @@
+"""Shared fixtures: paths, the tiny data mirror, a tiny params file."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from minisci.fetch import ManifestEntry, write_manifest
+from minisci.io import sha256_file
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+FIXTURE_MIRROR = REPO / "tests" / "fixtures" / "mirror"
+
+# The real params shrunk to the fixture mirror: same keys, tiny sizes.
+TINY_OVERRIDES = {
+    "sample_corpus": {"n_docs": 30, "biomedical_ratio": 0.8, "guard_datasets": ["bc5cdr", "scicite"], "punkt_train_chars": 200_000},
+    "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
+}
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "MANIFEST.tsv").is_file():
+        pytest.skip(f"real data mirror not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+def fixture_manifest(path: Path, mirror: Path = FIXTURE_MIRROR) -> list[ManifestEntry]:
+    entries = [
+        ManifestEntry(p.relative_to(mirror).as_posix(), p.stat().st_size, sha256_file(p), "")
+        for p in sorted(mirror.rglob("*")) if p.is_file()
+    ]
+    write_manifest(entries, path)
+    return entries
+
+
+def tiny_params(overrides: dict | None = None) -> dict:
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = copy.deepcopy(params)
+    for layer in (TINY_OVERRIDES, overrides or {}):
+        for section, values in layer.items():
+            params[section].update(values)
+    return params
+
+
+@pytest.fixture
+def tiny_params_file(tmp_path) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tiny_params()))
+    return path
+
+
+def run(cmd: list[str], cwd: Path, env: dict | None = None, check: bool = True):
+    import os
+    import subprocess
+
+    full_env = {**os.environ, "MINISCI_DATA_MIRROR": str(FIXTURE_MIRROR), **(env or {})}
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def make_project(root: Path, overrides: dict | None = None) -> Path:
+    """A temporary git + DVC repository with this project's pipeline, tiny params and the
+    fixture mirror's manifest: the real stages on tiny data."""
+    import shutil
+
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("dvc.yaml", "pyproject.toml"):
+        shutil.copy(REPO / name, root / name)
+    for name in ("stages", "src"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (root / "data").mkdir()
+    fixture_manifest(root / "data" / "manifest.tsv")
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides), sort_keys=False))
+    run(["git", "init", "-q"], root)
+    run(["git", "config", "user.email", "t@example.com"], root)
+    run(["git", "config", "user.name", "test"], root)
+    run(["dvc", "init", "-q"], root)
+    run(["dvc", "config", "core.analytics", "false"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "init"], root)
+    return root

@@ -1,0 +1,68 @@
+import dataclasses
+
+import pytest
+import yaml
+
+from minisci import config
+from minisci.config import (
+    FetchDataConfig, MakePairsConfig, SampleCorpusConfig, from_dict, load_params, load_section,
+)
+from minisci.errors import ConfigError
+
+from conftest import REPO
+
+SECTIONS = {"fetch_data": FetchDataConfig, "sample_corpus": SampleCorpusConfig, "make_pairs": MakePairsConfig}
+
+
+@pytest.mark.parametrize("section, cls", SECTIONS.items())
+def test_every_section_of_params_yaml_loads(section, cls):
+    cfg = load_section(cls, section, REPO / "params.yaml")
+    assert dataclasses.is_dataclass(cfg)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(cfg, dataclasses.fields(cfg)[0].name, None)
+
+
+def test_unknown_missing_and_mistyped_keys_raise():
+    good = load_params(REPO / "params.yaml")["make_pairs"]
+    with pytest.raises(ConfigError, match=r"make_pairs': unknown keys \['n_pair'\]"):
+        from_dict(MakePairsConfig, {**good, "n_pair": 3}, "make_pairs")
+    with pytest.raises(ConfigError, match="missing key 'seed'"):
+        from_dict(MakePairsConfig, {k: v for k, v in good.items() if k != "seed"}, "make_pairs")
+    with pytest.raises(ConfigError, match=r"make_pairs.n_pairs: expected int, got '10'"):
+        from_dict(MakePairsConfig, {**good, "n_pairs": "10"}, "make_pairs")
+    with pytest.raises(ConfigError, match="heldout_doc_fraction must be in"):
+        from_dict(MakePairsConfig, {**good, "heldout_doc_fraction": 1.5}, "make_pairs")
+
+
+def test_unknown_dataset_names_raise():
+    good = load_params(REPO / "params.yaml")["sample_corpus"]
+    with pytest.raises(ConfigError, match=r"guard_datasets has unknown datasets \['conll'\]"):
+        from_dict(SampleCorpusConfig, {**good, "guard_datasets": ["conll"]}, "sample_corpus")
+
+
+def _param_keys(dvc_yaml):
+    for stage in dvc_yaml["stages"].values():
+        for entry in stage.get("params", []):
+            yield from (entry if isinstance(entry, dict) else [entry])
+
+
+def test_every_dvc_yaml_param_key_exists_in_params_yaml():
+    dvc_yaml = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    params = load_params(REPO / "params.yaml")
+    for key in _param_keys(dvc_yaml):
+        node = params
+        for part in key.split("."):
+            assert isinstance(node, dict) and part in node, f"dvc.yaml param {key!r} not in params.yaml"
+            node = node[part]
+
+
+def test_every_params_key_has_a_comment():
+    lines = (REPO / "params.yaml").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("  ") and not line.strip().startswith("#") and ":" in line and not line.startswith("    "):
+            assert lines[i - 1].strip().startswith("#"), f"params.yaml:{i + 1} {line.strip()!r} has no comment above it"
+
+
+def test_dataset_registry_matches_config():
+    from minisci.readers import NER_DATASETS
+    assert tuple(NER_DATASETS) == config.NER_DATASETS

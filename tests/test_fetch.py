@@ -1,0 +1,81 @@
+import shutil
+import sys
+
+import pytest
+import yaml
+
+from minisci.errors import FetchError
+from minisci.fetch import ManifestEntry, fetch_all, manifest_from_shared, read_manifest, write_manifest
+from minisci.io import sha256_file
+from minisci.stage import run_stage
+
+from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
+
+sys.path.insert(0, str(REPO / "stages"))
+import fetch_data  # noqa: E402
+
+
+def test_copies_and_verifies_every_file(tmp_path):
+    entries = fixture_manifest(tmp_path / "m.tsv")
+    stats = fetch_all(read_manifest(tmp_path / "m.tsv"), FIXTURE_MIRROR, tmp_path / "raw")
+    assert stats["files"] == len(entries) == stats["from_mirror"]
+    for e in entries:
+        assert sha256_file(tmp_path / "raw" / e.path) == e.sha256
+
+
+def test_checksum_mismatch_names_file_and_leaves_nothing(tmp_path):
+    entries = fixture_manifest(tmp_path / "m.tsv")
+    bad = [entries[0]] + [ManifestEntry(entries[1].path, entries[1].bytes, "0" * 64, "")] + entries[2:]
+    with pytest.raises(FetchError, match=rf"{entries[1].path}: sha256 mismatch \(from mirror\): expected 0000"):
+        fetch_all(bad, FIXTURE_MIRROR, tmp_path / "raw")
+    assert list(tmp_path.iterdir()) == [tmp_path / "m.tsv"]  # no partial output, no temp dir
+
+
+def test_missing_file_without_url_is_a_clear_error(tmp_path):
+    e = ManifestEntry("ner/none/test.txt", 1, "0" * 64, "")
+    with pytest.raises(FetchError, match=r"ner/none/test.txt: not in mirror .*no public URL"):
+        fetch_all([e], FIXTURE_MIRROR, tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_downloads_from_url_when_mirror_lacks_the_file(tmp_path):
+    src = FIXTURE_MIRROR / "ner/bc5cdr/test.txt"
+    e = ManifestEntry("ner/bc5cdr/test.txt", src.stat().st_size, sha256_file(src), src.as_uri())
+    stats = fetch_all([e], tmp_path / "empty-mirror", tmp_path / "raw")
+    assert stats["downloaded"] == 1 and (tmp_path / "raw/ner/bc5cdr/test.txt").read_bytes() == src.read_bytes()
+
+
+def test_unreachable_url_is_a_clear_error(tmp_path):
+    e = ManifestEntry("x.txt", 1, "0" * 64, (tmp_path / "gone.txt").as_uri())
+    with pytest.raises(FetchError, match=r"cannot download file://.*gone.txt"):
+        fetch_all([e], None, tmp_path / "raw")
+
+
+def test_malformed_manifest(tmp_path):
+    p = tmp_path / "m.tsv"
+    p.write_text("path\tbytes\tsha256\turl\nner/x.txt\tten\tabc\t\n")
+    with pytest.raises(FetchError, match=r"m.tsv:2: expected path<TAB>bytes<TAB>sha256<TAB>url"):
+        read_manifest(p)
+    p.write_text("path\tbytes\tsha256\turl\n../escape.txt\t1\t" + "0" * 64 + "\t\n")
+    with pytest.raises(FetchError, match="m.tsv:2: path must be relative"):
+        read_manifest(p)
+
+
+def test_committed_manifest_is_derived_from_the_shared_one(shared_data, tmp_path):
+    write_manifest(manifest_from_shared(shared_data / "MANIFEST.tsv"), tmp_path / "m.tsv")
+    assert (tmp_path / "m.tsv").read_text() == (REPO / "data/manifest.tsv").read_text()
+    by_path = {e.path: e for e in read_manifest(REPO / "data/manifest.tsv")}
+    assert by_path["corpus/biomedical.jsonl"].url == ""  # derived from many sources: mirror only
+    assert by_path["ner/bc5cdr/test.txt"].url.endswith("/data/ner/bc5cdr/test.txt")
+
+
+def test_stage_env_override_and_exit_code(tmp_path, monkeypatch, capsys):
+    fixture_manifest(tmp_path / "m.tsv")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"fetch_data": {"mirror": str(tmp_path / "nowhere")}}))
+    argv = ["--manifest", str(tmp_path / "m.tsv"), "--out", str(tmp_path / "raw"), "--params", str(params)]
+    assert run_stage(fetch_data.main, argv) == 1
+    assert "error: " in capsys.readouterr().err and not (tmp_path / "raw").exists()
+    monkeypatch.setenv(fetch_data.ENV_MIRROR, str(FIXTURE_MIRROR))
+    assert run_stage(fetch_data.main, argv) == 0
+    shutil.rmtree(tmp_path / "raw")

@@ -1,0 +1,41 @@
+"""End-to-end: the real dvc.yaml and stage scripts on tiny params and the fixture mirror, in a
+temporary git repository."""
+
+import json
+
+from conftest import make_project, run
+
+
+def test_dvc_repro_make_pairs(tmp_path):
+    proj = make_project(tmp_path / "proj")
+    out = run(["dvc", "repro", "make_pairs"], proj).stdout
+    for stage in ("fetch_data", "sample_corpus", "make_pairs"):
+        assert f"Running stage '{stage}'" in out
+    assert (proj / "dvc.lock").is_file()
+    m = json.loads((proj / "metrics/sample_corpus.json").read_text())
+    assert m["total_docs"] == 30 and m["excluded_own_check_only"] == 1
+    pairs = json.loads((proj / "metrics/make_pairs.json").read_text())
+    assert pairs["train"]["pairs"] == 60 and pairs["heldout"]["pairs"] == 12
+    assert sum(1 for _ in (proj / "data/pairs/train.jsonl").open()) == 60
+
+    # Nothing changed: status clean and a second repro runs nothing.
+    assert "up to date" in run(["dvc", "status", "make_pairs"], proj).stdout
+    again = run(["dvc", "repro", "make_pairs"], proj).stdout
+    assert "Running stage" not in again
+
+    # A make_pairs param change reruns only make_pairs.
+    params = (proj / "params.yaml").read_text().replace("n_pairs: 60", "n_pairs: 70")
+    (proj / "params.yaml").write_text(params)
+    rerun = run(["dvc", "repro", "make_pairs"], proj).stdout
+    assert "Running stage 'make_pairs'" in rerun and "Running stage 'sample_corpus'" not in rerun
+
+    dag = run(["dvc", "dag", "make_pairs"], proj).stdout
+    assert all(s in dag for s in ("fetch_data", "sample_corpus", "make_pairs"))
+
+
+def test_failing_stage_exits_nonzero_without_outputs(tmp_path):
+    proj = make_project(tmp_path / "proj")
+    (proj / "data/manifest.tsv").write_text((proj / "data/manifest.tsv").read_text().replace("\t", "\tX", 1))
+    res = run(["dvc", "repro", "fetch_data"], proj, check=False)
+    assert res.returncode != 0 and "error:" in res.stderr + res.stdout
+    assert not (proj / "data/raw").exists()
