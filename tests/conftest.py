@@ -30,6 +30,8 @@ TINY_OVERRIDES = {
                  "logging_steps": 2, "save_steps": 4},
     "sample_corpus": {"n_docs": 30, "biomedical_ratio": 0.8, "guard_datasets": ["bc5cdr", "scicite"], "punkt_train_chars": 200_000},
     "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
+    "finetune_ner": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
+    "finetune_scicite": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
 }
 
 
@@ -96,4 +98,64 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
     run(["dvc", "config", "core.analytics", "false"], root)
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "init"], root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny random BERT (with the real MiniLM WordPiece tokenizer) saved once per session in
+    Hugging Face format, as the base_model stage writes it."""
+    from minisci.config import ModelConfig
+    from minisci.modeling import load_pretraining_model, load_tokenizer
+
+    out = tmp_path_factory.mktemp("tiny-bert")
+    cfg = ModelConfig(**TINY_MODEL)
+    tok = load_tokenizer(cfg)
+    model, _ = load_pretraining_model(cfg, len(tok), seed=0)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+ENTITY_WORDS = ["aspirin", "cisplatin", "heparin", "morphine", "insulin"]
+OTHER_WORDS = ["patients", "received", "the", "study", "showed", "after", "treatment", "with", "and", "in"]
+
+
+def learnable_ner_files(root: Path, n: int = 120, seed: int = 0) -> Path:
+    """bc5cdr-layout files (4 columns, DOCSTART with PMID, IOB1) where drug names are entities:
+    single-token mentions are I-Entity, 'lung cancer' is B-Entity I-Entity."""
+    import random
+
+    rng = random.Random(seed)
+    d = root / "ner" / "bc5cdr"
+    d.mkdir(parents=True, exist_ok=True)
+    for split, count in (("train", n), ("dev", n // 4), ("test", n // 4)):
+        lines = []
+        for i in range(count):
+            if i % 5 == 0:
+                lines += [f"-DOCSTART- ({1000 + i})", ""]
+            words = [(w, "O") for w in rng.sample(OTHER_WORDS, 5)]
+            words.insert(rng.randrange(6), (rng.choice(ENTITY_WORDS), "I-Entity"))
+            if i % 3 == 0:
+                words += [("lung", "B-Entity"), ("cancer", "I-Entity")]
+            lines += [f"{w}\tNOUN\tO\t{t}" for w, t in words + [(".", "O")]] + [""]
+        (d / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def learnable_scicite_files(root: Path, n: int = 150, seed: int = 0) -> Path:
+    import json
+    import random
+
+    rng = random.Random(seed)
+    cue = {"background": "has been widely studied", "method": "we used the method of", "result": "our results agree with"}
+    d = root / "classification" / "scicite"
+    d.mkdir(parents=True, exist_ok=True)
+    for split, count in (("train", n), ("dev", n // 3), ("test", n // 3)):
+        rows = []
+        for i in range(count):
+            label = ("background", "method", "result")[i % 3]
+            filler = " ".join(rng.sample(OTHER_WORDS, 4))
+            rows.append(json.dumps({"text": f"{filler} {cue[label]} smith et al. {filler}", "label": label, "metadata": {}}))
+        (d / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
     return root

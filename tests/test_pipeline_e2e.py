@@ -55,3 +55,35 @@ def test_dvc_repro_pretrain_tiny_model(tmp_path):
     assert "Running stage" not in run(["dvc", "repro", "pretrain"], proj).stdout
     shown = run(["dvc", "plots", "show", "--json"], proj).stdout
     assert "loss.tsv" in shown
+
+
+def stale_stages(proj):
+    status = json.loads(run(["dvc", "status", "--json"], proj).stdout or "{}")
+    return sorted(status)
+
+
+def test_dvc_repro_finetuning_both_arms_and_invalidation(tmp_path):
+    proj = make_project(tmp_path / "proj")
+    out = run(["dvc", "repro", "finetune_ner", "finetune_scicite"], proj).stdout
+    for stage in ("finetune_ner@bc5cdr-baseline", "finetune_ner@bc5cdr-adapted", "finetune_scicite@baseline", "finetune_scicite@adapted"):
+        assert f"Running stage '{stage}'" in out
+    for arm in ("baseline", "adapted"):
+        ner = json.loads((proj / f"metrics/finetune_ner/bc5cdr/{arm}.json").read_text())
+        assert ner["test"]["entities_gold"] == ner["test_entities_reader"] > 0
+        assert (proj / f"models/finetune_ner/bc5cdr/{arm}/test_predictions.jsonl").is_file()
+        cite = json.loads((proj / f"metrics/finetune_scicite/{arm}.json").read_text())
+        assert sum(map(sum, cite["test"]["confusion_matrix"])) == 20
+        assert (proj / f"plots/finetune_scicite/{arm}/confusion.json").is_file()
+    assert stale_stages(proj) == []
+
+    # A SciCite-only change leaves every NER and pretraining stage up to date.
+    params = proj / "params.yaml"
+    original = params.read_text()
+    params.write_text(original.replace("finetune_scicite:\n  epochs: 1.0", "finetune_scicite:\n  epochs: 2.0"))
+    assert stale_stages(proj) == ["finetune_scicite@adapted", "finetune_scicite@baseline"]
+    # A pretraining change reruns only the adapted arms (and pretraining), never the baselines.
+    params.write_text(original.replace("head_warmup_steps: 2", "head_warmup_steps: 3"))
+    assert stale_stages(proj) == ["finetune_ner@bc5cdr-adapted", "finetune_scicite@adapted", "pretrain"]
+    params.write_text(original)
+    run(["dvc", "repro"], proj)  # whatever stages remain downstream
+    assert "Running stage" not in run(["dvc", "repro"], proj).stdout  # nothing changed: nothing runs

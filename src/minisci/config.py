@@ -133,6 +133,76 @@ class PretrainConfig:
                "logging_steps, save_steps and save_total_limit must be > 0")
 
 
+LOSSES = ("ce", "welt", "inverse_frequency", "effective_number")
+
+
+def _check_finetune(cfg, s: str, losses: tuple[str, ...]) -> None:
+    _check(cfg.epochs > 0, s, "epochs must be > 0")
+    _check(cfg.batch_size > 0 and cfg.eval_batch_size > 0, s, "batch sizes must be > 0")
+    _check(cfg.learning_rate > 0, s, "learning_rate must be > 0")
+    _check(0.0 <= cfg.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")
+    _check(16 <= cfg.max_length <= 512, s, "max_length must be in [16, 512]")
+    _check(cfg.loss in losses, s, f"loss must be one of {losses}")
+    _check(0.0 < cfg.beta < 1.0, s, "beta must be in (0, 1)")
+    _check(cfg.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
+    _check(len(cfg.seeds) >= 1 and len(set(cfg.seeds)) == len(cfg.seeds), s, "seeds must be a non-empty list of distinct ints")
+    _check(cfg.logging_steps > 0, s, "logging_steps must be > 0")
+    _check(cfg.max_train_examples >= 0, s, "max_train_examples must be >= 0 (0 = all)")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneNerConfig:
+    datasets: tuple[str, ...]
+    epochs: float
+    batch_size: int
+    eval_batch_size: int
+    learning_rate: float
+    weight_decay: float
+    warmup_ratio: float
+    max_length: int
+    loss: str
+    beta: float
+    precision: str
+    logging_steps: int
+    max_train_examples: int
+    seeds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        s = "finetune_ner"
+        _check_finetune(self, s, LOSSES)
+        bad = sorted(set(self.datasets) - set(NER_DATASETS))
+        _check(not bad and len(self.datasets) > 0, s, f"datasets must be a non-empty subset of {list(NER_DATASETS)}, got unknown {bad}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneSciciteConfig:
+    epochs: float
+    batch_size: int
+    eval_batch_size: int
+    learning_rate: float
+    weight_decay: float
+    warmup_ratio: float
+    max_length: int
+    loss: str
+    beta: float
+    precision: str
+    logging_steps: int
+    max_train_examples: int
+    seeds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        _check_finetune(self, "finetune_scicite", ("ce", "inverse_frequency", "effective_number"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportMetricsConfig:
+    bootstrap_resamples: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        _check(self.bootstrap_resamples >= 100, "export_metrics", "bootstrap_resamples must be >= 100")
+
+
 T = TypeVar("T")
 
 

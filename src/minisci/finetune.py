@@ -1,0 +1,140 @@
+"""What both fine-tuning stages share: class weights, a Trainer with a weighted loss, model
+selection on dev at each epoch end, length-sorted batched inference, and seed aggregation."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import statistics
+from collections import Counter
+from collections.abc import Callable
+
+import torch
+from transformers import Trainer, TrainerCallback
+
+# 1. class weights ------------------------------------------------------------------------------------
+
+
+def welt_weights(tags: list[str], labels: list[str]) -> list[float]:
+    """WELT cost-sensitive weights, per label, from the training tags.
+
+    Per class c in {O, B, I}: w_c = 1 - n_c / N, then a softmax over the three weights; every B-x
+    and I-x label takes the weight of its prefix, so this works with several entity types.
+    """
+    prefix = Counter(t[0] for t in tags)  # "O", "B" or "I"
+    n = sum(prefix.values())
+    raw = {c: 1.0 - prefix.get(c, 0) / n for c in "OBI"}
+    z = sum(math.exp(v) for v in raw.values())
+    soft = {c: math.exp(v) / z for c, v in raw.items()}
+    return [soft[label[0]] for label in labels]
+
+
+def frequency_weights(values: list[str], labels: list[str], loss: str, beta: float) -> list[float]:
+    """Inverse-frequency (N / (K n_c)) or effective-number ((1 - beta) / (1 - beta^n_c)) weights,
+    normalised to mean 1 over the labels. Labels absent from training get weight 1."""
+    counts = Counter(values)
+    if loss == "inverse_frequency":
+        raw = [len(values) / (len(labels) * counts[c]) if counts[c] else 1.0 for c in labels]
+    elif loss == "effective_number":
+        raw = [(1 - beta) / (1 - beta ** counts[c]) if counts[c] else 1.0 for c in labels]
+    else:
+        raise ValueError(f"unknown frequency weighting {loss!r}")
+    mean = sum(raw) / len(raw)
+    return [w / mean for w in raw]
+
+
+def class_weights(values: list[str], labels: list[str], loss: str, beta: float) -> list[float] | None:
+    if loss == "ce":
+        return None
+    if loss == "welt":
+        return welt_weights(values, labels)
+    return frequency_weights(values, labels, loss, beta)
+
+
+# 2. training --------------------------------------------------------------------------------------------
+
+
+class WeightedLossTrainer(Trainer):
+    """Cross-entropy with optional per-class weights (labels -100 are ignored)."""
+
+    def __init__(self, *args, class_weights: list[float] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.class_weights = torch.tensor(class_weights) if class_weights else None
+        self.loss_is_scaled_for_ga = False  # compute_loss returns a per-batch mean
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+        logits = outputs.logits
+        weight = self.class_weights.to(logits.device) if self.class_weights is not None else None
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                 weight=weight, ignore_index=-100)
+        return (loss, outputs) if return_outputs else loss
+
+
+class DevSelection(TrainerCallback):
+    """At each epoch end: score dev with ``evaluate(model) -> metrics``, log it, and keep a copy of
+    the weights of the best epoch (by ``key``); ``restore`` puts them back after training."""
+
+    def __init__(self, evaluate: Callable, key: str):
+        self.evaluate, self.key = evaluate, key
+        self.history: list[dict] = []
+        self.best_state = None
+
+    def on_epoch_end(self, args, state, control, model=None, **kwargs):
+        metrics = self.evaluate(model)
+        entry = {"epoch": round(state.epoch), "step": state.global_step, **metrics}
+        self.history.append(entry)
+        state.log_history.append({"step": state.global_step, **{f"dev_{k}": v for k, v in metrics.items()
+                                                               if isinstance(v, (int, float))}})
+        print(f"epoch {entry['epoch']}: dev {self.key} {metrics[self.key]:.4f}", flush=True)
+        if self.best_state is None or metrics[self.key] > self.best["metrics"][self.key]:
+            self.best = {"epoch": entry["epoch"], "metrics": metrics}
+            self.best_state = copy.deepcopy(model.state_dict())
+        model.train()
+
+    def restore(self, model) -> dict:
+        model.load_state_dict(self.best_state)
+        return self.best
+
+
+# 3. inference ---------------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def sorted_logits(model, features: list[dict], collate: Callable, batch_size: int) -> list[torch.Tensor]:
+    """Logits per feature, computed in length-sorted batches (little padding), in input order."""
+    model.eval()
+    device = next(model.parameters()).device
+    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
+    out: list[torch.Tensor | None] = [None] * len(features)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = collate([{"input_ids": features[i]["input_ids"]} for i in idx])
+        batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        logits = model(**batch).logits.float().cpu()
+        for j, i in enumerate(idx):
+            out[i] = logits[j, : len(features[i]["input_ids"])] if logits.dim() == 3 else logits[j]
+    return out
+
+
+def subsample(examples: list, n: int, seed: int) -> list:
+    """A seeded random subset of ``n`` training examples in their original order (0 = all)."""
+    if not n or n >= len(examples):
+        return examples
+    keep = sorted(random.Random(seed).sample(range(len(examples)), n))
+    return [examples[i] for i in keep]
+
+
+# 4. seeds -------------------------------------------------------------------------------------------------
+
+
+def aggregate_seeds(per_seed: dict[int, dict], keys: tuple[str, ...]) -> dict:
+    """Mean and sample standard deviation over seeds of the given (flat) test metrics."""
+    out = {}
+    for k in keys:
+        values = [m[k] for m in per_seed.values()]
+        out[f"{k}_mean"] = round(statistics.fmean(values), 4)
+        out[f"{k}_sd"] = round(statistics.stdev(values), 4) if len(values) > 1 else 0.0
+    return out

@@ -1,0 +1,221 @@
+"""The ``finetune_ner`` stage: token classification with no truncation loss and seqeval metrics.
+
+* Only the first word piece of each word carries a label; the others get -100 (ignored by the
+  loss), and the word's prediction is read from its first piece.
+* Sentences longer than ``max_length`` pieces are split into windows at word boundaries; the
+  windows' predictions are merged back so every word gets exactly one prediction.
+* Tags are IOB2 throughout (SciBERT's IOB1 BC5CDR copy is converted by the reader without changing
+  a span). Predicted tag sequences are repaired to valid IOB2 with the same rule (a stray ``I-X``
+  opens an entity), and scored with seqeval in strict IOB2 mode.
+* The epoch is chosen on dev; test is scored once, with the chosen weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import torch
+from seqeval.metrics import accuracy_score, classification_report
+from seqeval.scheme import IOB2
+
+from minisci.config import FinetuneNerConfig
+from minisci.errors import MinisciError
+from minisci.finetune import DevSelection, WeightedLossTrainer, aggregate_seeds, class_weights, sorted_logits, subsample
+from minisci.readers import NerSentence, load_ner_split, spans, to_iob2
+from minisci.training import training_arguments
+
+IGNORE = -100
+
+
+# 1. labels and windows ---------------------------------------------------------------------------------
+
+
+def label_list(sentences: list[NerSentence]) -> list[str]:
+    """O first, then B-/I- of every type in sorted order."""
+    types = sorted({t[2:] for s in sentences for t in s.tags if t != "O"})
+    return ["O"] + [f"{p}-{t}" for t in types for p in "BI"]
+
+
+def word_pieces(sentences: list[NerSentence], tokenizer) -> list[list[list[int]]]:
+    """Word pieces of every word, tokenised in one batched call."""
+    words = [w for s in sentences for w in s.tokens]
+    ids = tokenizer(words, add_special_tokens=False)["input_ids"]
+    out, k = [], 0
+    for s in sentences:
+        out.append([p or [tokenizer.unk_token_id] for p in ids[k : k + len(s.tokens)]])
+        k += len(s.tokens)
+    return out
+
+
+def windows(pieces: list[list[int]], max_length: int) -> list[tuple[int, int]]:
+    """Split a sentence's words into consecutive ``(start, end)`` word ranges whose pieces fit in
+    ``max_length - 2`` ([CLS] and [SEP]). Every word is in exactly one window; a single word
+    longer than the budget gets a window of its own (its extra pieces are dropped, its first
+    piece, which carries the prediction, is kept)."""
+    budget = max_length - 2
+    out, start, used = [], 0, 0
+    for i, p in enumerate(pieces):
+        n = min(len(p), budget)
+        if used + n > budget and i > start:
+            out.append((start, i))
+            start, used = i, 0
+        used += n
+    out.append((start, len(pieces)))
+    return out
+
+
+def encode_sentences(sentences, tokenizer, label2id: dict[str, int] | None, max_length: int) -> list[dict]:
+    """Model inputs, one per window: input_ids, labels (first piece of each word), and where the
+    window's words sit in their sentence (sentence, word_start, first_positions)."""
+    feats = []
+    budget = max_length - 2
+    for si, (s, pieces) in enumerate(zip(sentences, word_pieces(sentences, tokenizer))):
+        for start, end in windows(pieces, max_length):
+            ids, labels, firsts = [tokenizer.cls_token_id], [IGNORE], []
+            for w in range(start, end):
+                p = pieces[w][:budget]
+                firsts.append(len(ids))
+                ids.extend(p)
+                tag_id = label2id[s.tags[w]] if label2id is not None else IGNORE
+                labels.extend([tag_id] + [IGNORE] * (len(p) - 1))
+            ids.append(tokenizer.sep_token_id)
+            labels.append(IGNORE)
+            feats.append({"input_ids": ids, "labels": labels, "sentence": si, "word_start": start, "first_positions": firsts})
+    return feats
+
+
+def merge_predictions(feats: list[dict], logits: list[torch.Tensor], n_words: list[int], id2label: dict[int, str]) -> list[list[str]]:
+    """One valid IOB2 tag per word: window predictions merged back into their sentences."""
+    tags: list[list[str | None]] = [[None] * n for n in n_words]
+    for f, lg in zip(feats, logits):
+        pred = lg[f["first_positions"]].argmax(-1).tolist()
+        for k, label_id in enumerate(pred):
+            word = f["word_start"] + k
+            if tags[f["sentence"]][word] is not None:
+                raise AssertionError(f"sentence {f['sentence']} word {word} predicted twice")
+            tags[f["sentence"]][word] = id2label[label_id]
+    for si, t in enumerate(tags):
+        if any(x is None for x in t):
+            raise AssertionError(f"sentence {si}: {t.count(None)} words without a prediction")
+    return [list(to_iob2(t)) for t in tags]
+
+
+# 2. metrics ------------------------------------------------------------------------------------------------
+
+
+def ner_metrics(gold: list[list[str]], pred: list[list[str]]) -> dict:
+    """Entity-level micro/macro P/R/F1 (strict IOB2), per-type P/R/F1, token accuracy."""
+    report = classification_report(gold, pred, mode="strict", scheme=IOB2, output_dict=True, zero_division=0)
+    out = {
+        "precision": report["micro avg"]["precision"], "recall": report["micro avg"]["recall"],
+        "f1": report["micro avg"]["f1-score"], "macro_precision": report["macro avg"]["precision"],
+        "macro_recall": report["macro avg"]["recall"], "macro_f1": report["macro avg"]["f1-score"],
+        "token_accuracy": accuracy_score(gold, pred),
+        "entities_gold": int(report["micro avg"]["support"]),
+        "entities_predicted": sum(len(spans(p)) for p in pred),
+    }
+    out = {k: round(float(v), 4) if isinstance(v, float) else v for k, v in out.items()}
+    out["per_type"] = {
+        t: {"precision": round(float(r["precision"]), 4), "recall": round(float(r["recall"]), 4),
+            "f1": round(float(r["f1-score"]), 4), "support": int(r["support"])}
+        for t, r in sorted(report.items()) if t not in ("micro avg", "macro avg", "weighted avg")
+    }
+    return out
+
+
+def predict(model, tokenizer, sentences: list[NerSentence], id2label: dict[int, str], max_length: int, batch_size: int) -> list[list[str]]:
+    from transformers import DataCollatorWithPadding
+
+    feats = encode_sentences(sentences, tokenizer, None, max_length)
+    logits = sorted_logits(model, feats, DataCollatorWithPadding(tokenizer), batch_size)
+    return merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label)
+
+
+def evaluate(model, tokenizer, sentences: list[NerSentence], id2label, cfg: FinetuneNerConfig) -> tuple[dict, list[list[str]]]:
+    pred = predict(model, tokenizer, sentences, id2label, cfg.max_length, cfg.eval_batch_size)
+    gold = [list(s.tags) for s in sentences]
+    metrics = ner_metrics(gold, pred)
+    expected = sum(len(spans(s.tags)) for s in sentences)
+    if metrics["entities_gold"] != expected:  # every gold entity of the reader must be scored
+        raise AssertionError(f"seqeval counted {metrics['entities_gold']} gold entities, the reader {expected}")
+    return metrics, pred
+
+
+# 3. the stage ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class NerResult:
+    model: object
+    tokenizer: object
+    metrics: dict
+    test_predictions: list[dict]
+    log_history: list[dict]
+
+
+def train_one_seed(model_dir: Path, tokenizer, splits: dict, labels: list[str], cfg: FinetuneNerConfig, seed: int, work_dir: Path):
+    from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, set_seed
+
+    set_seed(seed)  # the classifier head's initialisation
+    id2label = dict(enumerate(labels))
+    model = AutoModelForTokenClassification.from_pretrained(
+        model_dir, num_labels=len(labels), id2label=id2label, label2id={l: i for i, l in id2label.items()},
+        use_safetensors=True, local_files_only=True, trust_remote_code=False,
+    )
+    train_feats = [{"input_ids": f["input_ids"], "labels": f["labels"]}
+                   for f in encode_sentences(splits["train"], tokenizer, model.config.label2id, cfg.max_length)]
+    import datasets
+
+    train_ds = datasets.Dataset.from_list(train_feats)
+    weights = class_weights([t for s in splits["train"] for t in s.tags], labels, cfg.loss, cfg.beta)
+    selection = DevSelection(lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], key="f1")
+    args = training_arguments(work_dir, seed=seed, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+                              weight_decay=cfg.weight_decay, precision=cfg.precision, epochs=cfg.epochs,
+                              warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps, eval_batch_size=cfg.eval_batch_size)
+    trainer = WeightedLossTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
+                                  data_collator=DataCollatorForTokenClassification(tokenizer),
+                                  class_weights=weights, callbacks=[selection])
+    trainer.train()
+    best = selection.restore(model)
+    test_metrics, test_pred = evaluate(model, tokenizer, splits["test"], id2label, cfg)
+    return model, {"best_epoch": best["epoch"], "dev": best["metrics"], "test": test_metrics,
+                   "dev_per_epoch": selection.history, "class_weights": weights}, test_pred, trainer.state.log_history
+
+
+def run_finetune_ner(dataset: str, data_dir: str | Path, model_dir: str | Path, cfg: FinetuneNerConfig, work_dir: str | Path) -> NerResult:
+    from transformers import AutoTokenizer
+
+    start = time.perf_counter()
+    # 1. data (IOB2 tags; IOB1 files converted by the reader)
+    splits = {sp: load_ner_split(dataset, sp, data_dir) for sp in ("train", "dev", "test")}
+    labels = label_list(splits["train"])
+    splits["train"] = subsample(splits["train"], cfg.max_train_examples, cfg.seeds[0])
+    unknown = {t for sp in ("dev", "test") for s in splits[sp] for t in s.tags} - set(labels)
+    if unknown:
+        raise MinisciError(f"{dataset}: dev/test use labels absent from train: {sorted(unknown)}")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
+    per_seed, first = {}, None
+    for seed in cfg.seeds:
+        model, m, pred, history = train_one_seed(Path(model_dir), tokenizer, splits, labels, cfg, seed, Path(work_dir) / f"seed{seed}")
+        per_seed[seed] = m
+        if first is None:
+            first = (model, pred, history)
+    model, pred, history = first
+    head = per_seed[cfg.seeds[0]]
+    metrics = {
+        "dataset": dataset, "labels": labels, "seeds": list(cfg.seeds), "train_sentences": len(splits["train"]),
+        "best_epoch": head["best_epoch"], "dev": head["dev"], "test": head["test"],
+        "dev_per_epoch": head["dev_per_epoch"],
+        "test_entities_reader": sum(len(spans(s.tags)) for s in splits["test"]),
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
+    if len(cfg.seeds) > 1:
+        metrics["per_seed"] = {str(s): {"best_epoch": m["best_epoch"], "dev_f1": m["dev"]["f1"], **{k: m["test"][k] for k in ("precision", "recall", "f1")}}
+                               for s, m in per_seed.items()}
+        metrics["test_over_seeds"] = aggregate_seeds({s: m["test"] for s, m in per_seed.items()}, ("precision", "recall", "f1", "macro_f1"))
+    rows = [{"sentence": i, "tokens": list(s.tokens), "gold": list(s.tags), "pred": p}
+            for i, (s, p) in enumerate(zip(splits["test"], pred))]
+    return NerResult(model, tokenizer, metrics, rows, history)

@@ -1,0 +1,5 @@
+import sys
+
+from minisci.profiles import main
+
+sys.exit(main())

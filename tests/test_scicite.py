@@ -1,0 +1,42 @@
+import json
+
+import pytest
+import yaml
+
+from minisci.config import FinetuneSciciteConfig, from_dict
+from minisci.scicite import classification_metrics, run_finetune_scicite
+
+from conftest import REPO, learnable_scicite_files
+
+
+def cfg(**kw):
+    params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_scicite"]
+    params.update({"epochs": 5.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5, **kw})
+    return from_dict(FinetuneSciciteConfig, params, "finetune_scicite")
+
+
+def test_classification_metrics_known_values():
+    gold = ["background", "background", "method", "result"]
+    pred = ["background", "method", "method", "background"]
+    m = classification_metrics(gold, pred)
+    assert m["accuracy"] == 0.5
+    assert m["per_class"]["method"] == {"precision": 0.5, "recall": 1.0, "f1": 0.6667, "support": 1}
+    assert m["macro_f1"] == pytest.approx((0.5 + 0.6667 + 0.0) / 3, abs=1e-4)
+    assert m["confusion_matrix"] == [[1, 1, 0], [0, 1, 0], [1, 0, 0]]
+
+
+@pytest.mark.parametrize("loss", ["ce", "inverse_frequency"])
+def test_tiny_model_learns_trivial_citation_intents(tmp_path, tiny_model_dir, loss):
+    from transformers import pipeline
+
+    data = learnable_scicite_files(tmp_path / "data")
+    r = run_finetune_scicite(data, tiny_model_dir, cfg(loss=loss, seeds=[1, 2] if loss == "ce" else [1]), tmp_path / "work")
+    assert r.metrics["test"]["accuracy"] > 0.9 and r.metrics["test"]["macro_f1"] > 0.9, r.metrics["dev_per_epoch"]
+    assert len(r.test_predictions) == 50 and {"gold", "pred", "probs"} <= set(r.test_predictions[0])
+    if loss == "ce":
+        assert set(r.metrics["per_seed"]) == {"1", "2"} and "accuracy_sd" in r.metrics["test_over_seeds"]
+        r.model.save_pretrained(tmp_path / "m")
+        r.tokenizer.save_pretrained(tmp_path / "m")
+        clf = pipeline("text-classification", model=str(tmp_path / "m"), device="cpu")
+        texts = [e["text"] for e in map(json.loads, (data / "classification/scicite/test.jsonl").read_text().splitlines())]
+        assert [o["label"] for o in clf(texts)] == [row["pred"] for row in r.test_predictions]

@@ -1,0 +1,92 @@
+"""The experiment workflow from the README on the tiny pipeline in a temporary git repository:
+repro, exp run -S, exp show, metrics diff, a queued grid, exp apply / branch, and a local remote."""
+
+import json
+import shutil
+import time
+
+import pytest
+import yaml
+
+from conftest import REPO, make_project, run
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    proj = make_project(tmp_path_factory.mktemp("wf") / "proj")
+    run(["dvc", "repro"], proj)
+    run(["git", "add", "-A"], proj)
+    run(["git", "commit", "-qm", "baseline run"], proj)
+    return proj
+
+
+def test_full_tiny_pipeline_outputs(project):
+    summary = json.loads((project / "metrics/summary.json").read_text())
+    for key in ("ner.bc5cdr.adapted.test.f1", "ner.bc5cdr.baseline.test.f1", "ner.bc5cdr.delta.p_value",
+                "scicite.adapted.test.macro_f1", "scicite.delta.ci_low", "pretrain.after.mlm_accuracy"):
+        assert key in summary, key
+    report = (project / "metrics/report.md").read_text()
+    assert "| NER bc5cdr | entity F1 (micro) |" in report and "BERT-base 86.70, SciBERT 90.00" in report
+    for png in ("comparison.png", "loss_curves.png", "scicite_confusion.png"):
+        assert (project / "plots/charts" / png).stat().st_size > 1000
+    for model in ("baseline", "adapted", "finetune_ner/bc5cdr/adapted", "finetune_scicite/baseline"):
+        card = (project / "models" / model / "README.md").read_text()
+        assert "## Metrics of this run" in card and "## Parameters of this run" in card
+    assert "Running stage" not in run(["dvc", "repro"], project).stdout  # nothing changed: nothing runs
+    shown = json.loads(run(["dvc", "plots", "show", "--json"], project).stdout)["data"]
+    assert "pretraining loss" in shown
+    assert any("confusion.json" in k for k in shown) and any("per_type_f1.json" in k for k in shown)
+
+
+def test_exp_run_show_and_metrics_diff(project):
+    out = run(["dvc", "exp", "run", "-n", "welt", "-S", "finetune_ner.loss=welt"], project).stdout
+    assert "Running stage 'finetune_ner@bc5cdr-adapted'" in out and "finetune_scicite" not in out.replace("'finetune_scicite", "")
+    table = json.loads(run(["dvc", "exp", "show", "--json"], project).stdout)
+    assert "welt" in json.dumps(table)
+    diff = json.loads(run(["dvc", "metrics", "diff", "--json"], project).stdout)
+    assert "metrics/finetune_ner/bc5cdr/adapted.json" in diff or "metrics/summary.json" in diff
+    run(["git", "checkout", "--", "."], project)
+    run(["dvc", "checkout"], project)
+
+
+def test_queued_grid_apply_and_branch(project):
+    for lr in ("0.002", "0.004"):
+        run(["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_scicite.learning_rate={lr}"], project)
+    run(["dvc", "queue", "start", "-j", "1"], project)
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        status = run(["dvc", "queue", "status"], project).stdout
+        if "Queued" not in status and "Running" not in status:
+            break
+        time.sleep(3)
+    assert "Success" in status and "Failed" not in status, status
+    names = json.dumps(json.loads(run(["dvc", "exp", "show", "--json"], project).stdout))
+    assert "lr2" in names and "lr4" in names
+    run(["dvc", "exp", "apply", "lr4"], project)
+    assert yaml.safe_load((project / "params.yaml").read_text())["finetune_scicite"]["learning_rate"] == 0.004
+    run(["dvc", "exp", "branch", "lr4", "try-lr4"], project)
+    assert "try-lr4" in run(["git", "branch"], project).stdout
+    run(["git", "checkout", "--", "."], project)
+    run(["dvc", "checkout", "--force"], project)
+
+
+def test_push_and_pull_through_a_local_remote(project, tmp_path):
+    run(["dvc", "remote", "add", "-d", "local", str(tmp_path / "remote")], project)
+    run(["dvc", "push"], project)
+    shutil.rmtree(project / "models" / "adapted")
+    shutil.rmtree(project / ".dvc" / "cache")
+    run(["dvc", "pull"], project)
+    assert (project / "models/adapted/model.safetensors").is_file()
+    assert "up to date" in run(["dvc", "status"], project).stdout
+
+
+def test_pull_request_workflow_is_valid():
+    wf = yaml.safe_load((REPO / ".github/workflows/pr-report.yml").read_text())
+    steps = wf["jobs"]["report"]["steps"]
+    script = "\n".join(s.get("run", "") for s in steps)
+    assert wf[True]["pull_request"]["branches"] == ["main"]  # YAML 1.1 reads the key `on` as True
+    assert "dvc metrics diff main --md" in script and "cml comment create" in script
+    assert "pip install -r requirements.txt" in script and "dvc repro" in script
+    assert all(shutil.which(cmd) for cmd in ("dvc", "git"))  # the commands it runs exist here
+    for png in ("comparison.png", "loss_curves.png", "scicite_confusion.png"):
+        assert png in script
