@@ -32,6 +32,8 @@ TINY_OVERRIDES = {
     "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
     "finetune_ner": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
     "finetune_scicite": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
+    "finetune_embeddings": {"n_train": 16, "n_eval": 10, "batch_size": 4, "max_length": 32, "eval_max_length": 64,
+                            "logging_steps": 2},
 }
 
 
@@ -159,3 +161,25 @@ def learnable_scicite_files(root: Path, n: int = 150, seed: int = 0) -> Path:
             rows.append(json.dumps({"text": f"{filler} {cue[label]} smith et al. {filler}", "label": label, "metadata": {}}))
         (d / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_finetuned(tmp_path_factory, tiny_model_dir) -> dict:
+    """Tiny fine-tuned NER and citation models (trivially learnable fixtures), saved once."""
+    from minisci.config import FinetuneNerConfig, FinetuneSciciteConfig, from_dict
+    from minisci.ner import run_finetune_ner
+    from minisci.scicite import run_finetune_scicite
+
+    root = tmp_path_factory.mktemp("tiny-finetuned")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    fast = {"epochs": 6.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5}
+    ner = run_finetune_ner("bc5cdr", learnable_ner_files(root / "data"), tiny_model_dir,
+                           from_dict(FinetuneNerConfig, {**params["finetune_ner"], **fast}, "finetune_ner"), root / "w1")
+    cite = run_finetune_scicite(learnable_scicite_files(root / "data"), tiny_model_dir,
+                                from_dict(FinetuneSciciteConfig, {**params["finetune_scicite"], **fast}, "finetune_scicite"), root / "w2")
+    out = {"data": root / "data"}
+    for name, r in (("ner", ner), ("cite", cite)):
+        r.model.save_pretrained(root / name)
+        r.tokenizer.save_pretrained(root / name)
+        out[name] = root / name
+    return out

@@ -62,9 +62,9 @@ def stale_stages(proj):
     return sorted(status)
 
 
-def test_dvc_repro_finetuning_both_arms_and_invalidation(tmp_path):
+def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tmp_path):
     proj = make_project(tmp_path / "proj")
-    out = run(["dvc", "repro", "finetune_ner", "finetune_scicite"], proj).stdout
+    out = run(["dvc", "repro"], proj).stdout
     for stage in ("finetune_ner@bc5cdr-baseline", "finetune_ner@bc5cdr-adapted", "finetune_scicite@baseline", "finetune_scicite@adapted"):
         assert f"Running stage '{stage}'" in out
     for arm in ("baseline", "adapted"):
@@ -81,9 +81,10 @@ def test_dvc_repro_finetuning_both_arms_and_invalidation(tmp_path):
     original = params.read_text()
     params.write_text(original.replace("finetune_scicite:\n  epochs: 1.0", "finetune_scicite:\n  epochs: 2.0"))
     assert stale_stages(proj) == ["finetune_scicite@adapted", "finetune_scicite@baseline"]
-    # A pretraining change reruns only the adapted arms (and pretraining), never the baselines.
+    # A pretraining change reruns only pretraining and what uses the adapted model, never a baseline.
     params.write_text(original.replace("head_warmup_steps: 2", "head_warmup_steps: 3"))
-    assert stale_stages(proj) == ["finetune_ner@bc5cdr-adapted", "finetune_scicite@adapted", "pretrain"]
-    params.write_text(original)
-    run(["dvc", "repro"], proj)  # whatever stages remain downstream
+    assert stale_stages(proj) == ["pretrain"]
+    rerun = run(["dvc", "repro"], proj).stdout
+    ran = sorted(line.split("'")[1] for line in rerun.splitlines() if line.startswith("Running stage"))
+    assert ran == ["export_metrics", "finetune_embeddings", "finetune_ner@bc5cdr-adapted", "finetune_scicite@adapted", "pretrain"]
     assert "Running stage" not in run(["dvc", "repro"], proj).stdout  # nothing changed: nothing runs

@@ -162,6 +162,7 @@ class FinetuneNerConfig:
     max_length: int
     loss: str
     beta: float
+    crf: bool
     precision: str
     logging_steps: int
     max_train_examples: int
@@ -170,6 +171,7 @@ class FinetuneNerConfig:
     def __post_init__(self) -> None:
         s = "finetune_ner"
         _check_finetune(self, s, LOSSES)
+        _check(not self.crf or self.loss == "ce", s, "crf: true trains with the CRF likelihood; set loss: ce")
         bad = sorted(set(self.datasets) - set(NER_DATASETS))
         _check(not bad and len(self.datasets) > 0, s, f"datasets must be a non-empty subset of {list(NER_DATASETS)}, got unknown {bad}")
 
@@ -192,6 +194,34 @@ class FinetuneSciciteConfig:
 
     def __post_init__(self) -> None:
         _check_finetune(self, "finetune_scicite", ("ce", "inverse_frequency", "effective_number"))
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneEmbeddingsConfig:
+    encoder: str
+    n_train: int
+    n_eval: int
+    epochs: float
+    batch_size: int
+    learning_rate: float
+    warmup_ratio: float
+    max_length: int
+    scale: float
+    eval_batch_size: int
+    eval_max_length: int
+    precision: str
+    logging_steps: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        s = "finetune_embeddings"
+        _check(self.encoder in ("baseline", "adapted"), s, "encoder must be baseline or adapted")
+        _check(self.n_train > 0 and self.n_eval >= 10, s, "n_train must be > 0 and n_eval >= 10")
+        _check(self.epochs > 0 and self.batch_size >= 2, s, "epochs must be > 0 and batch_size >= 2 (in-batch negatives)")
+        _check(self.learning_rate > 0 and 0.0 <= self.warmup_ratio < 1.0, s, "bad learning_rate or warmup_ratio")
+        _check(16 <= self.max_length <= 512 and 16 <= self.eval_max_length <= 512, s, "lengths must be in [16, 512]")
+        _check(self.scale > 0 and self.eval_batch_size > 0 and self.logging_steps > 0, s, "scale, eval_batch_size, logging_steps must be > 0")
+        _check(self.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,6 +54,7 @@ def collect(metrics_dir: Path, models_dir: Path, cfg: ExportMetricsConfig, ner_d
         "pretrain": _read_json(metrics_dir / "pretrain.json"),
         "sample_corpus": _read_json(metrics_dir / "sample_corpus.json"),
         "make_pairs": _read_json(metrics_dir / "make_pairs.json"),
+        "embeddings": _read_json(metrics_dir / "finetune_embeddings.json"),
     }
 
 
@@ -80,6 +81,9 @@ def summary(data: dict) -> dict:
         for k in ("mlm_accuracy", "perplexity", "nsp_accuracy"):
             out[f"pretrain.{when}.{k}"] = p[when][k]
     out["pretrain.tokens_seen"] = p["train"]["tokens_seen"]
+    for model in ("baseline", "encoder", "finetuned"):
+        for k in ("mrr_at_10", "recall_at_1", "recall_at_10"):
+            out[f"embeddings.{model}.{k}"] = data["embeddings"][model][k]
     for name, secs in stage_seconds(data).items():
         out[f"seconds.{name}"] = secs
     return out
@@ -87,7 +91,7 @@ def summary(data: dict) -> dict:
 
 def stage_seconds(data: dict) -> dict:
     out = {"sample_corpus": data["sample_corpus"].get("wall_seconds"), "make_pairs": data["make_pairs"].get("wall_seconds"),
-           "pretrain": data["pretrain"].get("wall_seconds")}
+           "pretrain": data["pretrain"].get("wall_seconds"), "finetune_embeddings": data["embeddings"].get("wall_seconds")}
     for (kind, ds), t in data["tasks"].items():
         for arm, m in t["arms"].items():
             out[f"finetune_{kind}.{ds}.{arm}" if kind == "ner" else f"finetune_scicite.{arm}"] = m.get("wall_seconds")
@@ -148,7 +152,15 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
     for when in ("before", "after"):
         lines.append(f"| {when} | {_pct(p[when]['mlm_accuracy'])} | {p[when]['perplexity']:.1f} | {_pct(p[when]['nsp_accuracy'])} |")
     tr = p["train"]
+    e = data["embeddings"]
     lines += ["", f"{tr['steps']} steps, {tr['tokens_seen']:,} tokens, {tr['tokens_per_second']} tokens/s.", "",
+              f"## Sentence embeddings (title -> abstract retrieval, {e['eval_pairs']} held-out documents)", "",
+              "| model | MRR@10 | recall@1 | recall@10 |", "|---|---|---|---|"]
+    for model, name in (("baseline", "baseline (shipped all-MiniLM-L6-v2)"), ("encoder", f"input encoder ({e['encoder_dir']})"),
+                        ("finetuned", f"fine-tuned ({e['train_pairs']} pairs, in-batch negatives)")):
+        r = e[model]
+        lines.append(f"| {name} | {r['mrr_at_10']:.4f} | {r['recall_at_1']:.4f} | {r['recall_at_10']:.4f} |")
+    lines += ["",
               "## Wall time per stage (seconds)", "", "| stage | seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in stage_seconds(data).items()]
     return "\n".join(lines) + "\n"

@@ -56,7 +56,8 @@ def class_weights(values: list[str], labels: list[str], loss: str, beta: float) 
 
 
 class WeightedLossTrainer(Trainer):
-    """Cross-entropy with optional per-class weights (labels -100 are ignored)."""
+    """Cross-entropy with optional per-class weights (labels -100 are ignored), or the model's own
+    CRF loss when it has one."""
 
     def __init__(self, *args, class_weights: list[float] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -67,6 +68,10 @@ class WeightedLossTrainer(Trainer):
         labels = inputs.pop("labels")
         outputs = model(**inputs)
         logits = outputs.logits
+        crf_loss = getattr(self.accelerator.unwrap_model(model), "crf_loss", None)
+        if crf_loss is not None:  # a CRF head: sequence negative log-likelihood instead
+            loss = crf_loss(logits, labels)
+            return (loss, outputs) if return_outputs else loss
         weight = self.class_weights.to(logits.device) if self.class_weights is not None else None
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                  weight=weight, ignore_index=-100)

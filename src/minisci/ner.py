@@ -7,6 +7,7 @@
 * Tags are IOB2 throughout (SciBERT's IOB1 BC5CDR copy is converted by the reader without changing
   a span). Predicted tag sequences are repaired to valid IOB2 with the same rule (a stray ``I-X``
   opens an entity), and scored with seqeval in strict IOB2 mode.
+* Optional CRF head (``crf: true``): Viterbi decoding constrained to valid IOB2 transitions.
 * The epoch is chosen on dev; test is scored once, with the chosen weights.
 """
 
@@ -21,6 +22,7 @@ from seqeval.metrics import accuracy_score, classification_report
 from seqeval.scheme import IOB2
 
 from minisci.config import FinetuneNerConfig
+from minisci.crf import BertCrfForTokenClassification
 from minisci.errors import MinisciError
 from minisci.finetune import DevSelection, WeightedLossTrainer, aggregate_seeds, class_weights, sorted_logits, subsample
 from minisci.readers import NerSentence, load_ner_split, spans, to_iob2
@@ -86,11 +88,17 @@ def encode_sentences(sentences, tokenizer, label2id: dict[str, int] | None, max_
     return feats
 
 
-def merge_predictions(feats: list[dict], logits: list[torch.Tensor], n_words: list[int], id2label: dict[int, str]) -> list[list[str]]:
-    """One valid IOB2 tag per word: window predictions merged back into their sentences."""
+def argmax_decode(emissions: torch.Tensor) -> list[int]:
+    return emissions.argmax(-1).tolist()
+
+
+def merge_predictions(feats: list[dict], logits: list[torch.Tensor], n_words: list[int], id2label: dict[int, str],
+                      decode=argmax_decode) -> list[list[str]]:
+    """One valid IOB2 tag per word: each window's first-piece emissions are decoded (argmax, or
+    the CRF's Viterbi) and merged back into their sentences."""
     tags: list[list[str | None]] = [[None] * n for n in n_words]
     for f, lg in zip(feats, logits):
-        pred = lg[f["first_positions"]].argmax(-1).tolist()
+        pred = decode(lg[f["first_positions"]])
         for k, label_id in enumerate(pred):
             word = f["word_start"] + k
             if tags[f["sentence"]][word] is not None:
@@ -130,7 +138,9 @@ def predict(model, tokenizer, sentences: list[NerSentence], id2label: dict[int, 
 
     feats = encode_sentences(sentences, tokenizer, None, max_length)
     logits = sorted_logits(model, feats, DataCollatorWithPadding(tokenizer), batch_size)
-    return merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label)
+    crf = getattr(model, "crf", None)
+    decode = crf.decode if crf is not None else argmax_decode
+    return merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label, decode)
 
 
 def evaluate(model, tokenizer, sentences: list[NerSentence], id2label, cfg: FinetuneNerConfig) -> tuple[dict, list[list[str]]]:
@@ -160,7 +170,8 @@ def train_one_seed(model_dir: Path, tokenizer, splits: dict, labels: list[str], 
 
     set_seed(seed)  # the classifier head's initialisation
     id2label = dict(enumerate(labels))
-    model = AutoModelForTokenClassification.from_pretrained(
+    model_cls = BertCrfForTokenClassification if cfg.crf else AutoModelForTokenClassification
+    model = model_cls.from_pretrained(
         model_dir, num_labels=len(labels), id2label=id2label, label2id={l: i for i, l in id2label.items()},
         use_safetensors=True, local_files_only=True, trust_remote_code=False,
     )

@@ -44,13 +44,16 @@ def training_arguments(
     eval_steps: int | None = None,
     eval_batch_size: int | None = None,
     group_by_length: bool = True,
+    args_cls=None,
+    **extra,
 ):
     """TrainingArguments with everything that matters set explicitly (nothing from defaults that
     changed between transformers releases): reporting off (we log with DVCLive ourselves), seeded
-    data order, checkpointing only when asked, length-grouped batches."""
+    data order, checkpointing only when asked, length-grouped batches. ``args_cls`` builds a
+    subclass instead (sentence-transformers' training arguments), ``extra`` its own fields."""
     from transformers import TrainingArguments
 
-    return TrainingArguments(
+    return (args_cls or TrainingArguments)(
         output_dir=str(output_dir),
         report_to="none",
         seed=seed,
@@ -78,6 +81,7 @@ def training_arguments(
         remove_unused_columns=False,
         disable_tqdm=True,
         **precision_flags(precision),
+        **extra,
     )
 
 

@@ -1,0 +1,126 @@
+import json
+
+import numpy as np
+import pytest
+
+from minisci import cli
+from minisci.embeddings import embed, load_encoder, recommend_reviewers, search, build_index, read_collection
+from minisci.errors import DataFormatError, MinisciError
+from minisci.inference import classify, tag, text_classifier, token_classifier
+from minisci.readers import load_ner_split, load_scicite_split
+
+
+def ner_texts(data, n=40):
+    return [" ".join(s.tokens) for s in load_ner_split("bc5cdr", "test", data)[:n]]
+
+
+def strip(entities):
+    return [(e["entity_group"], e["start"], e["end"], e["word"]) for e in entities]
+
+
+def test_ner_batched_equals_pipeline(tiny_finetuned):
+    pipe = token_classifier(tiny_finetuned["ner"])
+    texts = ner_texts(tiny_finetuned["data"])
+    ours = tag(pipe, texts, batch_size=7)
+    ref = [pipe(t) for t in texts]
+    assert [strip(e) for e in ours] == [strip(e) for e in ref]
+    assert sum(map(len, ours)) > 0
+    for a, b in zip(ours, ref):
+        assert [e["score"] for e in a] == pytest.approx([float(e["score"]) for e in b], abs=1e-4)
+
+
+def test_long_text_is_windowed_not_cut(tiny_finetuned):
+    pipe = token_classifier(tiny_finetuned["ner"], stride=16)
+    text = " ".join(["patients received aspirin after treatment ."] * 120)  # ~720 word pieces > 64 max
+    pipe.tokenizer.model_max_length = 64  # the tiny model's position limit
+    ours = tag(pipe, [text])[0]
+    assert strip(ours) == strip(pipe(text))
+    assert max(e["end"] for e in ours) > len(text) * 0.9  # entities found at the very end of the text
+
+
+def test_cite_batched_equals_pipeline(tiny_finetuned):
+    pipe = text_classifier(tiny_finetuned["cite"])
+    texts = [e.text for e in load_scicite_split("test", tiny_finetuned["data"])]
+    ours = classify(pipe, texts, batch_size=8)
+    ref = pipe(texts)
+    assert [o["label"] for o in ours] == [r[0]["label"] for r in ref]
+    assert set(ours[0]["scores"]) == {"background", "method", "result"}
+
+
+def test_cli_ner_argument_stdin_and_jsonl(tiny_finetuned, capsys, monkeypatch, tmp_path):
+    model = str(tiny_finetuned["ner"])
+    assert cli.main(["ner", "--model", model, "--jsonl", "patients received aspirin after treatment"]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert row["entities"][0]["entity_group"] == "Entity" and row["entities"][0]["word"] == "aspirin"
+    f = tmp_path / "in.txt"
+    f.write_text("the study showed heparin\n\nlung cancer after insulin\n")
+    assert cli.main(["ner", "--model", model, "--file", str(f), "--jsonl"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    import io
+    monkeypatch.setattr("sys.stdin", io.StringIO("patients received morphine\n"))
+    assert cli.main(["cite", "--model", str(tiny_finetuned["cite"])]) == 0
+    assert capsys.readouterr().out.split("\t")[0] in {"background", "method", "result"}
+
+
+def test_cli_errors(tmp_path, capsys, tiny_finetuned):
+    assert cli.main(["ner", "--model", str(tmp_path / "nope"), "x"]) == 1
+    assert "not a model directory" in capsys.readouterr().err
+    assert cli.main(["cite", "--model", str(tiny_finetuned["cite"]), "  "]) == 1
+    assert "input 1: empty text" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["ner", "--help"])
+    assert "--jsonl" in capsys.readouterr().out
+
+
+COLLECTION = [
+    {"id": "p1", "title": "Aspirin and heparin", "text": "patients received aspirin and heparin after surgery", "authors": ["Ada", "Bob"]},
+    {"id": "p2", "title": "Lung cancer", "text": "lung cancer treatment with cisplatin in patients", "authors": ["Cy"]},
+    {"id": "p3", "title": "Graph algorithms", "text": "shortest paths in sparse graphs and trees", "authors": ["Dee", "Bob"]},
+]
+
+
+def test_index_search_and_reviewers(tiny_model_dir, tmp_path, capsys):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in COLLECTION))
+    assert cli.main(["index", "--model", str(tiny_model_dir), "--docs", str(docs), "--out", str(tmp_path / "idx")]) == 0
+    assert "indexed 3 documents" in capsys.readouterr().out
+    vecs = np.load(tmp_path / "idx/embeddings.npy", allow_pickle=False)
+    assert vecs.shape[0] == 3 and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    hits = search(tmp_path / "idx", "Lung cancer lung cancer treatment with cisplatin in patients", k=2)
+    assert hits[0]["id"] == "p2" and hits[0]["score"] == pytest.approx(1.0, abs=1e-4)
+    abstract = tmp_path / "abstract.txt"
+    abstract.write_text("Graph algorithms shortest paths in sparse graphs and trees")
+    assert cli.main(["reviewers", "--index", str(tmp_path / "idx"), str(abstract), "--jsonl"]) == 0
+    ranked = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
+    assert ranked[0]["author"] in {"Dee", "Bob"} and ranked[0]["papers"][0] == "p3"
+    no_dee = recommend_reviewers(tmp_path / "idx", abstract.read_text(), exclude=("dee", "BOB"))
+    assert {r["author"] for r in no_dee} == {"Ada", "Cy"}
+    mean3 = recommend_reviewers(tmp_path / "idx", abstract.read_text(), aggregation="mean_top3")
+    bob = next(r for r in mean3 if r["author"] == "Bob")
+    assert set(bob["papers"]) == {"p1", "p3"}
+    with pytest.raises(MinisciError, match="unknown aggregation"):
+        recommend_reviewers(tmp_path / "idx", "x", aggregation="median")
+
+
+def test_long_documents_are_windowed(tiny_model_dir):
+    model, tok = load_encoder(tiny_model_dir)
+    long_text = "kinase " * 300  # 300 pieces > 60 per window
+    one = embed(model, tok, ["kinase " * 50], max_length=64)
+    many = embed(model, tok, [long_text], max_length=64)
+    assert np.linalg.norm(many) == pytest.approx(1.0, abs=1e-5)
+    assert float(one[0] @ many[0]) > 0.95  # the same content, windowed, points the same way
+
+
+def test_malformed_collection(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"id": "a", "title": "t"}\n{"title": ""}\n')
+    with pytest.raises(DataFormatError, match=r"d.jsonl:2: expected an 'id' and a non-empty 'title' or 'text'"):
+        read_collection(p)
+    p.write_text('{"id": "a", "title": "t", "authors": "Ada"}\n')
+    with pytest.raises(DataFormatError, match="'authors' must be a list"):
+        read_collection(p)
+
+
+def test_missing_index(tmp_path):
+    with pytest.raises(MinisciError, match="not an index"):
+        search(tmp_path, "q")
