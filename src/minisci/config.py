@@ -136,23 +136,10 @@ class PretrainConfig:
 LOSSES = ("ce", "welt", "inverse_frequency", "effective_number")
 
 
-def _check_finetune(cfg, s: str, losses: tuple[str, ...]) -> None:
-    _check(cfg.epochs > 0, s, "epochs must be > 0")
-    _check(cfg.batch_size > 0 and cfg.eval_batch_size > 0, s, "batch sizes must be > 0")
-    _check(cfg.learning_rate > 0, s, "learning_rate must be > 0")
-    _check(0.0 <= cfg.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")
-    _check(16 <= cfg.max_length <= 512, s, "max_length must be in [16, 512]")
-    _check(cfg.loss in losses, s, f"loss must be one of {losses}")
-    _check(0.0 < cfg.beta < 1.0, s, "beta must be in (0, 1)")
-    _check(cfg.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
-    _check(len(cfg.seeds) >= 1 and len(set(cfg.seeds)) == len(cfg.seeds), s, "seeds must be a non-empty list of distinct ints")
-    _check(cfg.logging_steps > 0, s, "logging_steps must be > 0")
-    _check(cfg.max_train_examples >= 0, s, "max_train_examples must be >= 0 (0 = all)")
-
-
 @dataclasses.dataclass(frozen=True)
-class FinetuneNerConfig:
-    datasets: tuple[str, ...]
+class _FinetuneConfig:
+    """Knobs both fine-tuning stages share."""
+
     epochs: float
     batch_size: int
     eval_batch_size: int
@@ -162,38 +149,42 @@ class FinetuneNerConfig:
     max_length: int
     loss: str
     beta: float
-    crf: bool
     precision: str
     logging_steps: int
     max_train_examples: int
     seeds: tuple[int, ...]
 
+    def _check_common(self, s: str, losses: tuple[str, ...]) -> None:
+        _check(self.epochs > 0, s, "epochs must be > 0")
+        _check(self.batch_size > 0 and self.eval_batch_size > 0, s, "batch sizes must be > 0")
+        _check(self.learning_rate > 0, s, "learning_rate must be > 0")
+        _check(0.0 <= self.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")
+        _check(16 <= self.max_length <= 512, s, "max_length must be in [16, 512]")
+        _check(self.loss in losses, s, f"loss must be one of {losses}")
+        _check(0.0 < self.beta < 1.0, s, "beta must be in (0, 1)")
+        _check(self.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
+        _check(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), s, "seeds must be a non-empty list of distinct ints")
+        _check(self.logging_steps > 0, s, "logging_steps must be > 0")
+        _check(self.max_train_examples >= 0, s, "max_train_examples must be >= 0 (0 = all)")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneNerConfig(_FinetuneConfig):
+    datasets: tuple[str, ...]
+    crf: bool
+
     def __post_init__(self) -> None:
         s = "finetune_ner"
-        _check_finetune(self, s, LOSSES)
+        self._check_common(s, LOSSES)
         _check(not self.crf or self.loss == "ce", s, "crf: true trains with the CRF likelihood; set loss: ce")
         bad = sorted(set(self.datasets) - set(NER_DATASETS))
         _check(not bad and len(self.datasets) > 0, s, f"datasets must be a non-empty subset of {list(NER_DATASETS)}, got unknown {bad}")
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuneSciciteConfig:
-    epochs: float
-    batch_size: int
-    eval_batch_size: int
-    learning_rate: float
-    weight_decay: float
-    warmup_ratio: float
-    max_length: int
-    loss: str
-    beta: float
-    precision: str
-    logging_steps: int
-    max_train_examples: int
-    seeds: tuple[int, ...]
-
+class FinetuneSciciteConfig(_FinetuneConfig):
     def __post_init__(self) -> None:
-        _check_finetune(self, "finetune_scicite", ("ce", "inverse_frequency", "effective_number"))
+        self._check_common("finetune_scicite", ("ce", "inverse_frequency", "effective_number"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,7 +41,6 @@ def collect(metrics_dir: Path, models_dir: Path, cfg: ExportMetricsConfig, ner_d
         counts = {a: ner_counts(preds[a]) for a in ARMS}
         boot = paired_bootstrap(counts["baseline"], counts["adapted"], f1_from_counts, cfg.bootstrap_resamples, cfg.seed)
         tasks[("ner", ds)] = {"metric": "f1", "arms": arms, "bootstrap": boot}
-    labels = None
     arms = {a: _read_json(metrics_dir / "finetune_scicite" / f"{a}.json") for a in ARMS}
     labels = arms["baseline"]["labels"]
     preds = {a: _predictions(models_dir / "finetune_scicite" / a / "test_predictions.jsonl") for a in ARMS}
