@@ -78,3 +78,28 @@ def test_every_params_key_has_a_comment():
 def test_dataset_registry_matches_config():
     from minisci.readers import NER_DATASETS
     assert tuple(NER_DATASETS) == config.NER_DATASETS
+
+
+@pytest.mark.parametrize("name", ["quick", "paper"])
+def test_profiles_name_real_keys_and_validate(name):
+    from minisci import config as c
+    from minisci.profiles import load_profile, set_param_args
+
+    args = set_param_args(name, REPO / "params.yaml")
+    assert args[0] == "-S" and len(args) == 2 * len(load_profile(name))
+    params = load_params(REPO / "params.yaml")
+    for key, value in load_profile(name).items():
+        section, field = key.split(".")
+        params[section][field] = value
+    classes = {"sample_corpus": c.SampleCorpusConfig, "make_pairs": c.MakePairsConfig, "pretrain": c.PretrainConfig,
+               "finetune_ner": c.FinetuneNerConfig, "finetune_scicite": c.FinetuneSciciteConfig,
+               "finetune_embeddings": c.FinetuneEmbeddingsConfig, "export_metrics": c.ExportMetricsConfig}
+    for section, cls in classes.items():
+        from_dict(cls, params[section], section)
+
+
+def test_unknown_profile():
+    from minisci.profiles import load_profile
+
+    with pytest.raises(ConfigError, match="unknown profile 'huge'"):
+        load_profile("huge")
