@@ -19,11 +19,13 @@ import torch
 
 from minisci.errors import DataFormatError, MinisciError
 from minisci.io import atomic_path, iter_jsonl, write_jsonl
+from minisci.precision import apply_precision
 
 AGGREGATIONS = ("max", "mean_top3")
 
 
-def load_encoder(model_dir: str | Path):
+def load_encoder(model_dir: str | Path, precision: str = "fp32"):
+    """Encoder and tokenizer; ``precision`` as in :mod:`minisci.precision`."""
     from transformers import AutoModel, AutoTokenizer
 
     path = Path(model_dir)
@@ -31,7 +33,7 @@ def load_encoder(model_dir: str | Path):
         raise MinisciError(f"{path}: not a model directory (no config.json)")
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     model = AutoModel.from_pretrained(path, use_safetensors=True, local_files_only=True, trust_remote_code=False)
-    return model.eval(), tok
+    return apply_precision(model.eval(), precision), tok
 
 
 def windows_of(ids: list[int], size: int) -> list[list[int]]:
@@ -89,10 +91,13 @@ def read_collection(path: str | Path) -> list[dict]:
 
 
 def build_index(model_dir, docs: list[dict], out_dir, batch_size: int = 64, max_length: int = 256,
-                progress: Callable | None = None) -> dict:
-    model, tok = load_encoder(model_dir)
+                progress: Callable | None = None, precision: str = "fp32") -> dict:
+    """Embed ``docs`` into ``out_dir``; queries against the index are embedded with the same model,
+    ``max_length`` and ``precision`` (recorded in ``index.json``)."""
+    model, tok = load_encoder(model_dir, precision)
     vecs = embed(model, tok, [d["_text"] for d in docs], batch_size, max_length, progress)
-    info = {"model": str(model_dir), "dimension": int(vecs.shape[1]), "documents": len(docs), "max_length": max_length}
+    info = {"model": str(model_dir), "dimension": int(vecs.shape[1]), "documents": len(docs), "max_length": max_length,
+            "precision": precision}
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
         np.save(tmp / "embeddings.npy", vecs, allow_pickle=False)
@@ -113,7 +118,7 @@ def load_index(index_dir) -> tuple[np.ndarray, list[dict], dict]:
 
 def search(index_dir, query: str, k: int = 10, encoder=None) -> list[dict]:
     vecs, docs, info = load_index(index_dir)
-    model, tok = encoder or load_encoder(info["model"])
+    model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"))
     q = embed(model, tok, [query], max_length=info["max_length"])[0]
     scores = vecs @ q
     top = np.argsort(-scores, kind="stable")[:k]
@@ -131,7 +136,7 @@ def recommend_reviewers(index_dir, abstract: str, k: int = 10, exclude: tuple[st
     if aggregation not in AGGREGATIONS:
         raise MinisciError(f"unknown aggregation {aggregation!r}; choose from {list(AGGREGATIONS)}")
     vecs, docs, info = load_index(index_dir)
-    model, tok = encoder or load_encoder(info["model"])
+    model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"))
     scores = vecs @ embed(model, tok, [abstract], max_length=info["max_length"])[0]
     banned = {a.casefold().strip() for a in exclude}
     papers = defaultdict(list)

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from minisci.errors import MinisciError
+from minisci.precision import apply_precision
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -23,22 +24,27 @@ def _check_model_dir(model_dir: str | Path) -> Path:
     return path
 
 
-def token_classifier(model_dir: str | Path, stride: int = 64):
+def token_classifier(model_dir: str | Path, stride: int = 64, precision: str = "fp32"):
     """A token-classification pipeline (aggregation "first"); texts longer than the model's maximum
-    length are split into overlapping windows (``stride`` tokens of overlap), not cut."""
+    length are split into overlapping windows (``stride`` tokens of overlap), not cut.
+    ``precision``: see :mod:`minisci.precision` (fp32 is the pipeline exactly)."""
     from transformers import pipeline
 
     path = _check_model_dir(model_dir)
-    return pipeline("token-classification", model=str(path), aggregation_strategy="first", stride=stride,
+    pipe = pipeline("token-classification", model=str(path), aggregation_strategy="first", stride=stride,
                     device="cpu" if not torch.cuda.is_available() else 0)
+    apply_precision(pipe.model, precision)
+    return pipe
 
 
-def text_classifier(model_dir: str | Path):
+def text_classifier(model_dir: str | Path, precision: str = "fp32"):
     from transformers import pipeline
 
     path = _check_model_dir(model_dir)
-    return pipeline("text-classification", model=str(path), top_k=None, truncation=True,
+    pipe = pipeline("text-classification", model=str(path), top_k=None, truncation=True,
                     device="cpu" if not torch.cuda.is_available() else 0)
+    apply_precision(pipe.model, precision)
+    return pipe
 
 
 def _pad(chunks: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
