@@ -3,7 +3,10 @@ test once; save the model (Hugging Face format, label maps), test predictions, m
 
 Usage: python stages/finetune_ner.py --dataset bc5cdr --data data/raw --model models/adapted \\
            --out models/finetune_ner/bc5cdr/adapted --metrics metrics/finetune_ner/bc5cdr/adapted.json \\
-           --plots plots/finetune_ner/bc5cdr/adapted
+           --plots plots/finetune_ner/bc5cdr/adapted --checkpoints models/finetune_checkpoints/ner/bc5cdr/adapted
+
+A checkpoint is written at every epoch end into --checkpoints (a DVC ``persist`` output); an
+interrupted run resumes from the newest complete one of the same params, data and base model.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import tempfile
 
 from minisci.cards import write_model_card
 from minisci.config import FinetuneNerConfig, load_section
@@ -31,12 +33,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--metrics", required=True)
     p.add_argument("--plots", required=True)
+    p.add_argument("--checkpoints", required=True, help="epoch checkpoints, kept across runs for resume")
     p.add_argument("--params", default="params.yaml")
     args = p.parse_args(argv)
 
     cfg = load_section(FinetuneNerConfig, "finetune_ner", args.params)
-    with tempfile.TemporaryDirectory(prefix="finetune_ner.") as work:
-        result = run_finetune_ner(args.dataset, args.data, args.model, cfg, work)
+    result = run_finetune_ner(args.dataset, args.data, args.model, cfg, args.checkpoints)
     with atomic_path(args.out) as out:
         result.model.save_pretrained(out)
         result.tokenizer.save_pretrained(out)

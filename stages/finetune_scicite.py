@@ -3,7 +3,10 @@ dev (macro-F1), score test once; save the model, test predictions, metrics, conf
 
 Usage: python stages/finetune_scicite.py --data data/raw --model models/adapted \\
            --out models/finetune_scicite/adapted --metrics metrics/finetune_scicite/adapted.json \\
-           --plots plots/finetune_scicite/adapted
+           --plots plots/finetune_scicite/adapted --checkpoints models/finetune_checkpoints/scicite/adapted
+
+A checkpoint is written at every epoch end into --checkpoints (a DVC ``persist`` output); an
+interrupted run resumes from the newest complete one of the same params, data and base model.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import tempfile
 
 from minisci.cards import write_model_card
 from minisci.config import FinetuneSciciteConfig, load_section
@@ -30,12 +32,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--metrics", required=True)
     p.add_argument("--plots", required=True, help="directory: curves (DVCLive) and confusion.json")
+    p.add_argument("--checkpoints", required=True, help="epoch checkpoints, kept across runs for resume")
     p.add_argument("--params", default="params.yaml")
     args = p.parse_args(argv)
 
     cfg = load_section(FinetuneSciciteConfig, "finetune_scicite", args.params)
-    with tempfile.TemporaryDirectory(prefix="finetune_scicite.") as work:
-        result = run_finetune_scicite(args.data, args.model, cfg, work)
+    result = run_finetune_scicite(args.data, args.model, cfg, args.checkpoints)
     with atomic_path(args.out) as out:
         result.model.save_pretrained(out)
         result.tokenizer.save_pretrained(out)

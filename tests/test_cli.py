@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from minisci import cli
-from minisci.embeddings import embed, load_encoder, recommend_reviewers, search, build_index, read_collection
+from minisci.embeddings import embed, load_encoder, recommend_reviewers, search, read_collection
 from minisci.errors import DataFormatError, MinisciError
 from minisci.inference import classify, tag, text_classifier, token_classifier
 from minisci.readers import load_ner_split, load_scicite_split

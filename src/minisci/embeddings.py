@@ -48,7 +48,7 @@ def embed(model, tokenizer, texts: list[str], batch_size: int = 64, max_length: 
         if not isinstance(t, str) or not t.strip():
             raise MinisciError(f"text {i}: empty text")
     body = max_length - 2
-    pieces = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    pieces = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]  # windowed below, not cut
     items = [(ti, [tokenizer.cls_token_id, *w, tokenizer.sep_token_id]) for ti, ids in enumerate(pieces) for w in windows_of(ids, body)]
     order = sorted(range(len(items)), key=lambda i: len(items[i][1]))
     vecs = np.zeros((len(items), model.config.hidden_size), dtype=np.float32)

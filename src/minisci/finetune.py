@@ -1,17 +1,25 @@
 """What both fine-tuning stages share: class weights, a Trainer with a weighted loss, model
-selection on dev at each epoch end, length-sorted batched inference, and seed aggregation."""
+selection on dev at each epoch end with resumable epoch checkpoints, length-sorted batched
+inference, and seed aggregation."""
 
 from __future__ import annotations
 
-import copy
+import dataclasses
+import json
 import math
 import random
 import statistics
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+from safetensors.torch import load_model, save_model
 from transformers import Trainer, TrainerCallback
+
+from minisci.errors import MinisciError
+from minisci.io import atomic_path, sha256_file, write_json
+from minisci.training import checkpoint_to_resume, fingerprint
 
 # 1. class weights ------------------------------------------------------------------------------------
 
@@ -79,13 +87,26 @@ class WeightedLossTrainer(Trainer):
 
 
 class DevSelection(TrainerCallback):
-    """At each epoch end: score dev with ``evaluate(model) -> metrics``, log it, and keep a copy of
-    the weights of the best epoch (by ``key``); ``restore`` puts them back after training."""
+    """Model selection on dev, and the epoch checkpoints that make fine-tuning resumable.
 
-    def __init__(self, evaluate: Callable, key: str):
-        self.evaluate, self.key = evaluate, key
+    At each epoch end: score dev with ``evaluate(model) -> metrics``, log it, write the weights of
+    the best epoch so far (by ``key``) to ``state_dir/best-<step>.safetensors`` and the dev history
+    to ``state_dir/dev_selection.json``, then ask the Trainer for a checkpoint. ``restore`` loads
+    the best weights after training. ``resume(step)`` takes the history back to a checkpoint: the
+    entries up to ``step`` (a kill between the dev write and the checkpoint drops that epoch, which
+    is then retrained identically). The previous best weights are deleted only once the new epoch's
+    checkpoint is complete (``on_save``), so the best of every resumable state stays on disk.
+    """
+
+    STATE = "dev_selection.json"
+
+    def __init__(self, evaluate: Callable, key: str, state_dir: str | Path):
+        self.evaluate, self.key, self.state_dir = evaluate, key, Path(state_dir)
         self.history: list[dict] = []
-        self.best_state = None
+        self.best: dict | None = None
+
+    def _weights(self, step: int) -> Path:
+        return self.state_dir / f"best-{step}.safetensors"
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         metrics = self.evaluate(model)
@@ -94,14 +115,63 @@ class DevSelection(TrainerCallback):
         state.log_history.append({"step": state.global_step, **{f"dev_{k}": v for k, v in metrics.items()
                                                                if isinstance(v, (int, float))}})
         print(f"epoch {entry['epoch']}: dev {self.key} {metrics[self.key]:.4f}", flush=True)
-        if self.best_state is None or metrics[self.key] > self.best["metrics"][self.key]:
-            self.best = {"epoch": entry["epoch"], "metrics": metrics}
-            self.best_state = copy.deepcopy(model.state_dict())
+        if self.best is None or metrics[self.key] > self.best["metrics"][self.key]:
+            self.best = {"epoch": entry["epoch"], "step": state.global_step, "metrics": metrics}
+            with atomic_path(self._weights(state.global_step)) as tmp:
+                save_model(model, str(tmp))
+        write_json(self.state_dir / self.STATE, {"history": self.history, "best": self.best})
+        control.should_save = True  # the Trainer checkpoints right after this callback
         model.train()
 
+    def on_save(self, args, state, control, **kwargs):
+        if self.best is not None:
+            self._drop_weights(keep=self.best["step"])
+
+    def _drop_weights(self, keep: int | None, above: int | None = None) -> None:
+        for p in self.state_dir.glob("best-*.safetensors"):
+            step = int(p.stem.split("-")[1])
+            if step != keep and (above is None or step > above):
+                p.unlink()
+
+    def resume(self, step: int) -> None:
+        path = self.state_dir / self.STATE
+        history = json.loads(path.read_text())["history"] if path.is_file() else []
+        self.history = [h for h in history if h["step"] <= step]
+        self.best = None
+        for h in self.history:  # the same rule as on_epoch_end: the first strictly best epoch
+            if self.best is None or h[self.key] > self.best["metrics"][self.key]:
+                self.best = {"epoch": h["epoch"], "step": h["step"],
+                             "metrics": {k: v for k, v in h.items() if k not in ("epoch", "step")}}
+        if self.best is not None and not self._weights(self.best["step"]).is_file():
+            raise MinisciError(f"{self.state_dir}: the weights of the best epoch so far are missing; "
+                               f"delete the directory to start afresh")
+        self._drop_weights(keep=self.best["step"] if self.best else None, above=step)
+
     def restore(self, model) -> dict:
-        model.load_state_dict(self.best_state)
+        if self.best is None:
+            raise MinisciError("no epoch was scored on dev (epochs < 1?)")
+        load_model(model, str(self._weights(self.best["step"])))
         return self.best
+
+
+def run_fingerprint(cfg, seed: int, model_dir: str | Path, data: object) -> str:
+    """What makes two fine-tuning runs the same: params, seed, base weights and the data."""
+    model_dir = Path(model_dir)
+    weights = {p.name: sha256_file(p) for p in sorted(model_dir.glob("*.safetensors")) + [model_dir / "config.json"]}
+    return fingerprint(dataclasses.asdict(cfg), seed, weights, data)
+
+
+def train_resumable(trainer: Trainer, selection: DevSelection, run_fingerprint: str) -> Path | None:
+    """Train, resuming from the newest complete epoch checkpoint of this very run in the Trainer's
+    ``output_dir`` (checkpoints of other params, data or base model are discarded); afterwards
+    ``selection.restore(model)`` loads the dev-selected weights. Returns the checkpoint resumed from."""
+    resume = checkpoint_to_resume(trainer.args.output_dir, run_fingerprint)
+    step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
+    selection.resume(step)  # step 0: a fresh start; clears what a run killed before its first checkpoint left
+    if resume is not None:
+        print(f"resuming from {resume}", flush=True)
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    return resume
 
 
 # 3. inference ---------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ from seqeval.scheme import IOB2
 from minisci.config import FinetuneNerConfig
 from minisci.crf import BertCrfForTokenClassification
 from minisci.errors import MinisciError
-from minisci.finetune import DevSelection, WeightedLossTrainer, aggregate_seeds, class_weights, sorted_logits, subsample
+from minisci.finetune import (
+    DevSelection, WeightedLossTrainer, aggregate_seeds, class_weights, run_fingerprint, sorted_logits, subsample, train_resumable,
+)
 from minisci.readers import NerSentence, load_ner_split, spans, to_iob2
 from minisci.training import training_arguments
 
@@ -181,14 +183,17 @@ def train_one_seed(model_dir: Path, tokenizer, splits: dict, labels: list[str], 
 
     train_ds = datasets.Dataset.from_list(train_feats)
     weights = class_weights([t for s in splits["train"] for t in s.tags], labels, cfg.loss, cfg.beta)
-    selection = DevSelection(lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], key="f1")
+    selection = DevSelection(lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], key="f1",
+                             state_dir=work_dir)
     args = training_arguments(work_dir, seed=seed, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
                               weight_decay=cfg.weight_decay, precision=cfg.precision, epochs=cfg.epochs,
-                              warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps, eval_batch_size=cfg.eval_batch_size)
+                              warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps, eval_batch_size=cfg.eval_batch_size,
+                              save_total_limit=1)
     trainer = WeightedLossTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
                                   data_collator=DataCollatorForTokenClassification(tokenizer),
                                   class_weights=weights, callbacks=[selection])
-    trainer.train()
+    data = [(s.tokens, s.tags) for sp in ("train", "dev") for s in splits[sp]]
+    train_resumable(trainer, selection, run_fingerprint(cfg, seed, model_dir, data))
     best = selection.restore(model)
     test_metrics, test_pred = evaluate(model, tokenizer, splits["test"], id2label, cfg)
     return model, {"best_epoch": best["epoch"], "dev": best["metrics"], "test": test_metrics,

@@ -66,12 +66,12 @@ def evaluate_encoder(model_dir: str | Path, held: list[dict], cfg: FinetuneEmbed
 def train_embeddings(model_dir: str | Path, train: list[dict], cfg: FinetuneEmbeddingsConfig, work_dir: str | Path):
     import datasets
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
-    from sentence_transformers.models import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from sentence_transformers.training_args import BatchSamplers
 
     # Mean pooling over a plain Hugging Face encoder (our adapted model has no sentence-transformers config).
     word = Transformer(str(model_dir), max_seq_length=cfg.max_length)
-    model = SentenceTransformer(modules=[word, Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")], device="cpu")
+    model = SentenceTransformer(modules=[word, Pooling(word.get_embedding_dimension(), pooling_mode="mean")], device="cpu")
     args = training_arguments(
         work_dir, seed=cfg.seed, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate, weight_decay=0.01,
         precision=cfg.precision, epochs=cfg.epochs, warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps,

@@ -85,8 +85,24 @@ def training_arguments(
     )
 
 
+def code_version() -> dict[str, str]:
+    """The library's own source and the training libraries' versions.
+
+    Part of every run fingerprint: DVC reruns a stage when its code changes, and without this the
+    rerun would resume the previous code's (possibly final) checkpoint instead of training anew.
+    """
+    import transformers
+
+    package = Path(__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return {"minisci": h.hexdigest(), "torch": torch.__version__, "transformers": transformers.__version__}
+
+
 def fingerprint(*parts: object) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    """Identity of a training run: ``parts`` (params, data and model hashes) and the code version."""
+    return hashlib.sha256(json.dumps([code_version(), *parts], sort_keys=True, default=str).encode()).hexdigest()
 
 
 def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | None:
