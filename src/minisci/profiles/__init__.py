@@ -1,6 +1,6 @@
 """Named parameter profiles, applied with DVC's own experiment mechanism:
 
-    dvc exp run $(python -m minisci.profiles quick)     # ~3 min first look
+    dvc exp run $(python -m minisci.profiles quick)     # ~6 min first look
     dvc exp run $(python -m minisci.profiles paper)     # the original recipe, on a GPU
 
 A profile is a YAML mapping of ``section.key: value`` overrides; this module prints them as
