@@ -124,3 +124,14 @@ def test_malformed_collection(tmp_path):
 def test_missing_index(tmp_path):
     with pytest.raises(MinisciError, match="not an index"):
         search(tmp_path, "q")
+
+
+def test_crf_model_warns_that_tagging_skips_viterbi(tiny_finetuned, tmp_path):
+    import shutil
+
+    crf_dir = tmp_path / "crf"
+    shutil.copytree(tiny_finetuned["ner"], crf_dir)
+    config = json.loads((crf_dir / "config.json").read_text())
+    (crf_dir / "config.json").write_text(json.dumps({**config, "architectures": ["BertCrfForTokenClassification"]}))
+    with pytest.warns(UserWarning, match="CRF head"):
+        token_classifier(crf_dir)

@@ -6,6 +6,7 @@ with the model forward replaced by length-sorted, padded batches under ``torch.i
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,10 @@ def token_classifier(model_dir: str | Path, stride: int = 64, precision: str = "
     path = _check_model_dir(model_dir)
     pipe = pipeline("token-classification", model=str(path), aggregation_strategy="first", stride=stride,
                     device="cpu" if not torch.cuda.is_available() else 0)
+    if "BertCrfForTokenClassification" in (pipe.model.config.architectures or []):
+        warnings.warn(f"{path} was fine-tuned with a CRF head (finetune_ner.crf); like transformers.pipeline, "
+                      "tagging here takes each word's best label from the emissions, without the CRF's Viterbi "
+                      "decoding that the stage's evaluation uses, so predictions can differ from its scores", stacklevel=2)
     apply_precision(pipe.model, precision)
     return pipe
 
