@@ -15,9 +15,9 @@ import argparse
 import dataclasses
 import sys
 
-from minisci.cards import write_model_card
 from minisci.config import FinetuneSciciteConfig, load_section
-from minisci.io import atomic_path, write_json, write_jsonl
+from minisci.finetune import save_finetuned
+from minisci.io import write_json
 from minisci.scicite import run_finetune_scicite
 from minisci.stage import run_stage
 from minisci.training import write_curves
@@ -38,26 +38,21 @@ def main(argv: list[str] | None = None) -> None:
 
     cfg = load_section(FinetuneSciciteConfig, "finetune_scicite", args.params)
     result = run_finetune_scicite(args.data, args.model, cfg, args.checkpoints)
-    with atomic_path(args.out) as out:
-        result.model.save_pretrained(out)
-        result.tokenizer.save_pretrained(out)
-        write_jsonl(out / "test_predictions.jsonl", result.test_predictions)
-        m = result.metrics
-        write_model_card(
-            out, title=f"minisci SciCite citation intent ({args.model})",
-            summary=f"Sequence classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch "
-                    f"{m['best_epoch']} chosen on dev macro-F1, test scored once. `test_predictions.jsonl` holds the test predictions.",
-            base=args.model, data=f"SciCite train (dev for model selection) from {args.data}",
-            params={"finetune_scicite": dataclasses.asdict(cfg)},
-            metrics={"dev": {k: m["dev"][k] for k in ("accuracy", "macro_f1")}, "test": {k: m["test"][k] for k in ("accuracy", "macro_f1", "per_class")},
-                     "best_epoch": m["best_epoch"]},
-            usage=f'from transformers import pipeline\nclassify = pipeline("text-classification", model="{args.out}")\n'
-                  'classify("We used the protocol of Smith et al. (2001).")')
+    m = result.metrics
+    save_finetuned(
+        args.out, result, title=f"minisci SciCite citation intent ({args.model})",
+        summary=f"Sequence classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch "
+                f"{m['best_epoch']} chosen on dev macro-F1, test scored once. `test_predictions.jsonl` holds the test predictions.",
+        base=args.model, data=f"SciCite train (dev for model selection) from {args.data}",
+        params={"finetune_scicite": dataclasses.asdict(cfg)},
+        metrics={"dev": {k: m["dev"][k] for k in ("accuracy", "macro_f1")}, "test": {k: m["test"][k] for k in ("accuracy", "macro_f1", "per_class")},
+                 "best_epoch": m["best_epoch"]},
+        usage=f'from transformers import pipeline\nclassify = pipeline("text-classification", model="{args.out}")\n'
+              'classify("We used the protocol of Smith et al. (2001).")')
     write_curves(result.log_history, args.plots, CURVES)
     # One row per test example, for DVC's confusion-matrix template.
     write_json(f"{args.plots}/confusion.json", [{"actual": r["gold"], "predicted": r["pred"]} for r in result.test_predictions])
     write_json(args.metrics, result.metrics)
-    m = result.metrics
     print(f"finetune_scicite ({args.model}): best epoch {m['best_epoch']}, dev macro-F1 {m['dev']['macro_f1']:.4f}, "
           f"test accuracy {m['test']['accuracy']:.4f}, macro-F1 {m['test']['macro_f1']:.4f} ({m['wall_seconds']:.0f} s)")
 

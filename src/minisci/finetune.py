@@ -18,8 +18,9 @@ from safetensors.torch import load_model, save_model
 from transformers import Trainer, TrainerCallback
 
 from minisci.errors import MinisciError
-from minisci.io import atomic_path, sha256_file, write_json
-from minisci.training import checkpoint_to_resume, fingerprint
+from minisci.cards import write_model_card
+from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
+from minisci.training import checkpoint_to_resume, fingerprint, training_arguments
 
 # 1. class weights ------------------------------------------------------------------------------------
 
@@ -161,17 +162,37 @@ def run_fingerprint(cfg, seed: int, model_dir: str | Path, data: object) -> str:
     return fingerprint(dataclasses.asdict(cfg), seed, weights, data)
 
 
-def train_resumable(trainer: Trainer, selection: DevSelection, run_fingerprint: str) -> Path | None:
-    """Train, resuming from the newest complete epoch checkpoint of this very run in the Trainer's
-    ``output_dir`` (checkpoints of other params, data or base model are discarded); afterwards
-    ``selection.restore(model)`` loads the dev-selected weights. Returns the checkpoint resumed from."""
-    resume = checkpoint_to_resume(trainer.args.output_dir, run_fingerprint)
+def fit_and_select(model, tokenizer, train_ds, collator, class_weights: list[float] | None, score_dev: Callable,
+                   key: str, cfg, seed: int, work_dir: Path, model_dir: Path, data: object) -> tuple[dict, list[dict], list[dict]]:
+    """Fine-tune ``model`` with dev selection at every epoch end (``score_dev(model) -> metrics``, best by
+    ``key``), resuming from the newest complete epoch checkpoint of this very run in ``work_dir``
+    (checkpoints of other params, data, base model or code are discarded; ``data`` is what identifies
+    the data). Loads the best epoch's weights into ``model``; returns that epoch, the dev history and
+    the Trainer's log history."""
+    selection = DevSelection(score_dev, key=key, state_dir=work_dir)
+    args = training_arguments(work_dir, seed=seed, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+                              weight_decay=cfg.weight_decay, precision=cfg.precision, epochs=cfg.epochs,
+                              warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps, eval_batch_size=cfg.eval_batch_size,
+                              save_total_limit=1)
+    trainer = WeightedLossTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
+                                  data_collator=collator, class_weights=class_weights, callbacks=[selection])
+    resume = checkpoint_to_resume(work_dir, run_fingerprint(cfg, seed, model_dir, data))
     step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
     selection.resume(step)  # step 0: a fresh start; clears what a run killed before its first checkpoint left
     if resume is not None:
         print(f"resuming from {resume}", flush=True)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    return resume
+    return selection.restore(model), selection.history, trainer.state.log_history
+
+
+def save_finetuned(out: str | Path, result, **card) -> None:
+    """A fine-tuned model in Hugging Face format with its test predictions and model card, published
+    atomically (``card``: the arguments of :func:`minisci.cards.write_model_card` after the directory)."""
+    with atomic_path(out) as tmp:
+        result.model.save_pretrained(tmp)
+        result.tokenizer.save_pretrained(tmp)
+        write_jsonl(tmp / "test_predictions.jsonl", result.test_predictions)
+        write_model_card(tmp, **card)
 
 
 # 3. inference ---------------------------------------------------------------------------------------------

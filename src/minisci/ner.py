@@ -24,11 +24,8 @@ from seqeval.scheme import IOB2
 from minisci.config import FinetuneNerConfig
 from minisci.crf import BertCrfForTokenClassification
 from minisci.errors import MinisciError
-from minisci.finetune import (
-    DevSelection, WeightedLossTrainer, aggregate_seeds, class_weights, run_fingerprint, sorted_logits, subsample, train_resumable,
-)
+from minisci.finetune import aggregate_seeds, class_weights, fit_and_select, sorted_logits, subsample
 from minisci.readers import NerSentence, load_ner_split, spans, to_iob2
-from minisci.training import training_arguments
 
 IGNORE = -100
 
@@ -183,21 +180,13 @@ def train_one_seed(model_dir: Path, tokenizer, splits: dict, labels: list[str], 
 
     train_ds = datasets.Dataset.from_list(train_feats)
     weights = class_weights([t for s in splits["train"] for t in s.tags], labels, cfg.loss, cfg.beta)
-    selection = DevSelection(lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], key="f1",
-                             state_dir=work_dir)
-    args = training_arguments(work_dir, seed=seed, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
-                              weight_decay=cfg.weight_decay, precision=cfg.precision, epochs=cfg.epochs,
-                              warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps, eval_batch_size=cfg.eval_batch_size,
-                              save_total_limit=1)
-    trainer = WeightedLossTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
-                                  data_collator=DataCollatorForTokenClassification(tokenizer),
-                                  class_weights=weights, callbacks=[selection])
-    data = [(s.tokens, s.tags) for sp in ("train", "dev") for s in splits[sp]]
-    train_resumable(trainer, selection, run_fingerprint(cfg, seed, model_dir, data))
-    best = selection.restore(model)
+    best, dev_history, log_history = fit_and_select(
+        model, tokenizer, train_ds, DataCollatorForTokenClassification(tokenizer), weights,
+        lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], "f1", cfg, seed, work_dir, model_dir,
+        data=[(s.tokens, s.tags) for sp in ("train", "dev") for s in splits[sp]])
     test_metrics, test_pred = evaluate(model, tokenizer, splits["test"], id2label, cfg)
     return model, {"best_epoch": best["epoch"], "dev": best["metrics"], "test": test_metrics,
-                   "dev_per_epoch": selection.history, "class_weights": weights}, test_pred, trainer.state.log_history
+                   "dev_per_epoch": dev_history, "class_weights": weights}, test_pred, log_history
 
 
 def run_finetune_ner(dataset: str, data_dir: str | Path, model_dir: str | Path, cfg: FinetuneNerConfig, work_dir: str | Path) -> NerResult:

@@ -10,11 +10,8 @@ from pathlib import Path
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
 
 from minisci.config import FinetuneSciciteConfig
-from minisci.finetune import (
-    DevSelection, WeightedLossTrainer, aggregate_seeds, class_weights, run_fingerprint, sorted_logits, subsample, train_resumable,
-)
+from minisci.finetune import aggregate_seeds, class_weights, fit_and_select, sorted_logits, subsample
 from minisci.readers import SCICITE_LABELS, CitationExample, load_scicite_split
-from minisci.training import training_arguments
 
 
 def encode(examples: list[CitationExample], tokenizer, label2id: dict[str, int], max_length: int) -> list[dict]:
@@ -71,22 +68,14 @@ def train_one_seed(model_dir: Path, tokenizer, splits: dict, cfg: FinetuneScicit
     )
     train_ds = datasets.Dataset.from_list(encode(splits["train"], tokenizer, label2id, cfg.max_length))
     weights = class_weights([e.label for e in splits["train"]], list(SCICITE_LABELS), cfg.loss, cfg.beta)
-    selection = DevSelection(lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], key="macro_f1",
-                             state_dir=work_dir)
-    args = training_arguments(work_dir, seed=seed, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
-                              weight_decay=cfg.weight_decay, precision=cfg.precision, epochs=cfg.epochs,
-                              warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps, eval_batch_size=cfg.eval_batch_size,
-                              save_total_limit=1)
-    trainer = WeightedLossTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
-                                  data_collator=DataCollatorWithPadding(tokenizer), class_weights=weights,
-                                  callbacks=[selection])
-    data = [(e.text, e.label) for sp in ("train", "dev") for e in splits[sp]]
-    train_resumable(trainer, selection, run_fingerprint(cfg, seed, model_dir, data))
-    best = selection.restore(model)
+    best, dev_history, log_history = fit_and_select(
+        model, tokenizer, train_ds, DataCollatorWithPadding(tokenizer), weights,
+        lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], "macro_f1", cfg, seed, work_dir, model_dir,
+        data=[(e.text, e.label) for sp in ("train", "dev") for e in splits[sp]])
     test_metrics, pred, probs = evaluate(model, tokenizer, splits["test"], id2label, cfg)
     return model, {"best_epoch": best["epoch"], "dev": best["metrics"], "test": test_metrics,
                    "dev_per_epoch": [{k: v for k, v in h.items() if k not in ("per_class", "confusion_matrix")}
-                                     for h in selection.history]}, (pred, probs), trainer.state.log_history
+                                     for h in dev_history]}, (pred, probs), log_history
 
 
 def run_finetune_scicite(data_dir: str | Path, model_dir: str | Path, cfg: FinetuneSciciteConfig, work_dir: str | Path) -> SciciteResult:
