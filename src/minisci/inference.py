@@ -25,31 +25,29 @@ def _check_model_dir(model_dir: str | Path) -> Path:
     return path
 
 
+def _pipeline(task: str, model_dir: str | Path, precision: str, **kwargs):
+    from transformers import pipeline
+
+    path = _check_model_dir(model_dir)
+    pipe = pipeline(task, model=str(path), device="cpu" if not torch.cuda.is_available() else 0, **kwargs)
+    if "BertCrfForTokenClassification" in (pipe.model.config.architectures or []):
+        warnings.warn(f"{path} was fine-tuned with a CRF head (finetune_ner.crf); like transformers.pipeline, "
+                      "tagging here takes each word's best label from the emissions, without the CRF's Viterbi "
+                      "decoding that the stage's evaluation uses, so predictions can differ from its scores", stacklevel=3)
+    apply_precision(pipe.model, precision)
+    return pipe
+
+
 def token_classifier(model_dir: str | Path, stride: int = 64, precision: str = "fp32"):
     """A token-classification pipeline (aggregation "first"); texts longer than the model's maximum
     length are split into overlapping windows (``stride`` tokens of overlap), not cut.
     ``precision``: see :mod:`minisci.precision` (fp32 is the pipeline exactly)."""
-    from transformers import pipeline
-
-    path = _check_model_dir(model_dir)
-    pipe = pipeline("token-classification", model=str(path), aggregation_strategy="first", stride=stride,
-                    device="cpu" if not torch.cuda.is_available() else 0)
-    if "BertCrfForTokenClassification" in (pipe.model.config.architectures or []):
-        warnings.warn(f"{path} was fine-tuned with a CRF head (finetune_ner.crf); like transformers.pipeline, "
-                      "tagging here takes each word's best label from the emissions, without the CRF's Viterbi "
-                      "decoding that the stage's evaluation uses, so predictions can differ from its scores", stacklevel=2)
-    apply_precision(pipe.model, precision)
-    return pipe
+    return _pipeline("token-classification", model_dir, precision, aggregation_strategy="first", stride=stride)
 
 
 def text_classifier(model_dir: str | Path, precision: str = "fp32"):
-    from transformers import pipeline
-
-    path = _check_model_dir(model_dir)
-    pipe = pipeline("text-classification", model=str(path), top_k=None, truncation=True,
-                    device="cpu" if not torch.cuda.is_available() else 0)
-    apply_precision(pipe.model, precision)
-    return pipe
+    """A text-classification pipeline returning every label's score; ``precision`` as above."""
+    return _pipeline("text-classification", model_dir, precision, top_k=None, truncation=True)
 
 
 def _pad(chunks: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
