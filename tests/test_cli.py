@@ -29,6 +29,26 @@ def test_ner_batched_equals_pipeline(tiny_finetuned):
         assert [e["score"] for e in a] == pytest.approx([float(e["score"]) for e in b], abs=1e-4)
 
 
+def test_fast_postprocess_is_the_pipelines_exactly(tiny_finetuned):
+    """Same logits in, the same entities out: labels, spans, words and float32 scores, bit for bit,
+    including [UNK] pieces and a text split into overlapping windows."""
+    from minisci.inference import _first_applies, _first_postprocess, _sorted_forward
+
+    pipe = token_classifier(tiny_finetuned["ner"], stride=16)
+    pipe.tokenizer.model_max_length = 64
+    texts = ner_texts(tiny_finetuned["data"]) + ["Aspirin ☃ and 🙂 naloxone ⁂ treatment ✓ patients .",
+                                                 " ".join(["patients received aspirin after treatment ."] * 40)]
+    per_text = []
+    for text in texts:
+        chunks = list(pipe.preprocess(text, **pipe._preprocess_params))
+        per_text.append([{**c, "logits": lg} for c, lg in zip(chunks, _sorted_forward(pipe, chunks, 8, None))])
+    assert _first_applies(pipe) and len(per_text[-1]) > 1
+    assert any(pipe.tokenizer.unk_token_id in out["input_ids"][0].tolist() for out in per_text[-2])
+    ours = [_first_postprocess(pipe, outs) for outs in per_text]
+    assert ours == [pipe.postprocess(outs, **pipe._postprocess_params) for outs in per_text]
+    assert sum(map(len, ours)) > 0
+
+
 def test_long_text_is_windowed_not_cut(tiny_finetuned):
     pipe = token_classifier(tiny_finetuned["ner"], stride=16)
     text = " ".join(["patients received aspirin after treatment ."] * 120)  # ~720 word pieces > 64 max
