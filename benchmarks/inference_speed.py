@@ -9,19 +9,23 @@ torch.inference_mode, at each --precision. Timing: the first --n BC5CDR test sen
 test citations, best of --rounds, all measured in this one run. Agreement with the pipeline and
 the score against the gold labels use the *whole* test sets (the pipeline's own output on them is
 the reference): entity F1 on exact character spans
-(type included) for NER, accuracy and macro-F1 for citations.
+(type included) for NER, accuracy and macro-F1 for citations. Each task also prints the highest
+ratio any exact fp32 implementation could reach on this CPU (see roofline.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Mapping
 
 from sklearn.metrics import accuracy_score, f1_score
+from transformers.utils import logging as hf_logging
 
 from minisci.inference import classify, tag, text_classifier, token_classifier
 from minisci.precision import PRECISIONS
 from minisci.readers import NerSentence, load_ner_split, load_scicite_split, spans
+from roofline import ceiling_line
 
 
 def best_time(fn, rounds: int) -> float:
@@ -46,6 +50,15 @@ def entity_f1(gold: list[set], pred: list[set]) -> float:
     return 2 * tp / max(sum(map(len, gold)) + sum(map(len, pred)), 1)
 
 
+def model_lengths(pipe, texts: list[str]) -> list[int]:
+    """Word pieces of every model input the pipeline makes of these texts (NER: one per window)."""
+    lengths = []
+    for t in texts:
+        chunks = pipe.preprocess(t, **pipe._preprocess_params)
+        lengths += [c["input_ids"].shape[1] for c in ([chunks] if isinstance(chunks, Mapping) else chunks)]
+    return lengths
+
+
 def from_pipeline(task: str, outputs: list) -> list:
     """The pipeline's outputs in the shape of ours (cite: top_k=None gives every label, best first)."""
     return outputs if task == "ner" else [{"label": o[0]["label"]} for o in outputs]
@@ -61,6 +74,8 @@ def main(argv=None) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     args = p.parse_args(argv)
+    hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads
+    hf_logging.disable_progress_bar()
 
     sentences = load_ner_split("bc5cdr", "test", args.data)
     citations = load_scicite_split("test", args.data)
@@ -80,6 +95,7 @@ def main(argv=None) -> None:
         ref = key(from_pipeline(name, pipe(texts)))
         print(f"{name}: {len(timed)} texts timed, {len(texts)} scored | pipeline (fp32, one at a time) "
               f"{len(timed) / t_pipe:6.1f} texts/s | {score(ref)}")
+        print(ceiling_line(pipe.model.config, model_lengths(pipe, timed), t_pipe))
         for precision in args.precisions:
             ours = load(model, precision=precision)
             t_ours = best_time(lambda: run(ours, timed, args.batch_size), args.rounds)

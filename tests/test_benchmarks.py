@@ -1,0 +1,71 @@
+"""The benchmark scripts run end to end on tiny models (so they do not rot), and the exact-fp32
+ceiling they print counts the right FLOPs."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import REPO, TINY_MODEL
+
+
+@pytest.fixture
+def benchmarks(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+
+
+def test_encoder_flops_counts_linear_and_attention_products(benchmarks):
+    from roofline import encoder_flops
+
+    cfg = SimpleNamespace(hidden_size=4, intermediate_size=8, num_hidden_layers=2)
+    # per layer and token: Q, K, V, output 4·4² = 64, feed-forward 2·4·8 = 64, attention 2·L·4 multiply-adds
+    assert encoder_flops(cfg, [3]) == 2 * 2 * 3 * (64 + 64 + 2 * 3 * 4)
+    assert encoder_flops(cfg, [3, 5]) == encoder_flops(cfg, [3]) + encoder_flops(cfg, [5])
+
+
+def test_ceiling_line_divides_reference_time_by_the_bound(benchmarks, monkeypatch):
+    import roofline
+
+    monkeypatch.setattr(roofline, "peak_matmul_flops", lambda config: 1e9)
+    cfg = SimpleNamespace(hidden_size=4, intermediate_size=8, num_hidden_layers=2)
+    line = roofline.ceiling_line(cfg, [500_000], t_reference=10.0)  # 2·2·5e5·(128 + 4e6) FLOPs ≈ 16,001 s
+    flops = roofline.encoder_flops(cfg, [500_000])
+    assert f"at most {10.0 / (flops / 1e9):4.2f}x" in line
+
+
+def ratios(out: str) -> list[float]:
+    return [float(r) for r in re.findall(r"ratio\s+([\d.]+)x", out)]
+
+
+def test_inference_benchmark_on_tiny_models(benchmarks, tiny_finetuned, capsys):
+    import inference_speed
+
+    inference_speed.main(["--data", str(tiny_finetuned["data"]), "--ner-model", str(tiny_finetuned["ner"]),
+                          "--cite-model", str(tiny_finetuned["cite"]), "--n", "6", "--rounds", "1",
+                          "--precisions", "fp32", "int8"])
+    out = capsys.readouterr().out
+    assert out.count("exact fp32 ceiling") == 2 and len(ratios(out)) == 4
+    fp32 = [line for line in out.splitlines() if "ours fp32" in line]
+    assert len(fp32) == 2 and all("identical to pipeline 100.00%" in line for line in fp32)
+
+
+def test_embedding_benchmark_on_a_tiny_model(benchmarks, tmp_path, capsys):
+    import embedding_throughput
+    from minisci.config import ModelConfig
+    from minisci.modeling import load_pretraining_model, load_tokenizer
+
+    cfg = ModelConfig(**{**TINY_MODEL, "scratch_config": {**TINY_MODEL["scratch_config"], "max_position_embeddings": 512}})
+    tok = load_tokenizer(cfg)
+    model, _ = load_pretraining_model(cfg, len(tok), seed=0)
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    docs = tmp_path / "documents.jsonl"
+    docs.write_text("".join(json.dumps({"sentences": [f"Aspirin reduced pain in trial {i} .", "Patients recovered ."]}) + "\n"
+                            for i in range(4)))
+    embedding_throughput.main(["--model", str(tmp_path / "m"), "--docs", str(docs), "--n", "4", "--precisions", "fp32"])
+    out = capsys.readouterr().out
+    assert out.count("exact fp32 ceiling") == 2 and len(ratios(out)) == 2
+    assert "cosine to naive: min 1.00000" in out
