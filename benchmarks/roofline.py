@@ -6,6 +6,7 @@ and dividing by the fastest float32 matrix product this CPU runs right now gives
 the time of *any* exact implementation: no tokenisation, no layer norm, no post-processing, no
 padding, every product at peak. The reference's time divided by that bound is the highest ratio an
 exact implementation could print; a target above it needs fewer or cheaper (lower-precision) FLOPs.
+The same bound with the peak bfloat16 rate is printed beside it.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ def encoder_flops(config, lengths) -> float:
 
 
 @torch.inference_mode()
-def peak_matmul_flops(config, windows: int = 5, seconds: float = 0.1) -> float:
-    """The best float32 FLOP/s of this CPU's matrix products in the encoder's own shapes, measured now
-    (best window of each shape, so a busy moment lowers the peak less, and the ceiling is not too low)."""
+def peak_matmul_flops(config, dtype: torch.dtype = torch.float32, windows: int = 5, seconds: float = 0.1) -> float:
+    """The best FLOP/s of this CPU's matrix products in ``dtype`` and the encoder's own shapes, measured
+    now (best window of each shape, so a busy moment lowers the peak less, and the ceiling is not too low)."""
     d, inter = config.hidden_size, config.intermediate_size
     best = 0.0
     for rows in (256, 1024):
         for k, n in ((d, inter), (inter, d), (d, d)):
-            x, w = torch.randn(rows, k), torch.randn(n, k)
+            x, w = torch.randn(rows, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
             for _ in range(3):
                 torch.nn.functional.linear(x, w)
             for _ in range(windows):
@@ -44,7 +45,13 @@ def peak_matmul_flops(config, windows: int = 5, seconds: float = 0.1) -> float:
 
 
 def ceiling_line(config, lengths, t_reference: float) -> str:
-    peak, flops = peak_matmul_flops(config), encoder_flops(config, lengths)
-    bound = flops / peak
-    return (f"  exact fp32 ceiling: {flops / 1e9:,.1f} GFLOP of matrix products at this CPU's peak "
-            f"{peak / 1e9:.0f} GFLOP/s (measured now) take {bound:.2f} s: at most {t_reference / bound:4.2f}x")
+    """One line: the matrix-product FLOPs of these inputs, and the highest ratio over ``t_reference`` that
+    an implementation doing only those products at this CPU's peak could reach: exactly (fp32), and in
+    bfloat16, the cheapest precision that keeps outputs within 1e-4 (see minisci.precision)."""
+    flops = encoder_flops(config, lengths)
+    parts = []
+    for name, dtype in (("exact fp32", torch.float32), ("bf16", torch.bfloat16)):
+        peak = peak_matmul_flops(config, dtype)
+        parts.append(f"{name} {peak / 1e9:.0f} GFLOP/s: at most {t_reference * peak / flops:4.2f}x")
+    return (f"  ceiling: {flops / 1e9:,.1f} GFLOP of matrix products at this CPU's peak rates (measured now); "
+            + "; ".join(parts))
