@@ -131,6 +131,26 @@ def test_long_documents_are_windowed(tiny_model_dir):
     assert float(one[0] @ many[0]) > 0.95  # the same content, windowed, points the same way
 
 
+def test_length_batches_cap_items_and_padded_pieces():
+    from minisci.embeddings import length_batches
+
+    lengths = [300, 20, 30, 290, 25, 600, 10, 280]
+    batches = length_batches(lengths, batch_size=3, max_tokens=600)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(lengths)  # length-sorted
+    assert all(len(b) <= 3 and len(b) * max(lengths[i] for i in b) <= 600 for b in batches)
+    assert [lengths[i] for i in batches[-1]] == [600]  # as long as the budget: alone
+    assert [[lengths[i] for i in b] for b in batches] == [[10, 20, 25], [30, 280], [290, 300], [600]]
+
+
+def test_embeddings_do_not_depend_on_batching(tiny_model_dir):
+    model, tok = load_encoder(tiny_model_dir)
+    texts = ["kinase " * n for n in (3, 40, 7, 25, 60, 1)]
+    one_by_one = embed(model, tok, texts, batch_size=1, max_length=64)
+    assert np.allclose(embed(model, tok, texts, batch_size=4, max_length=64, max_tokens=100), one_by_one, atol=1e-5)
+
+
 def test_malformed_collection(tmp_path):
     p = tmp_path / "d.jsonl"
     p.write_text('{"id": "a", "title": "t"}\n{"title": ""}\n')

@@ -72,7 +72,7 @@ def cmd_index(args) -> None:
     docs = read_collection(args.docs)
     with _progress(None, "embedding", unit="window") as bar:
         info = build_index(args.model, docs, args.out, args.batch_size, args.max_length, progress=bar.update,
-                           precision=args.precision)
+                           precision=args.precision, max_tokens=args.max_tokens)
     print(json.dumps(info) if args.jsonl else f"indexed {info['documents']} documents ({info['dimension']}-d) -> {args.out}")
 
 
@@ -125,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--model", required=True, help="encoder directory (e.g. models/adapted or an embedding model)")
     sp.add_argument("--docs", required=True, help="JSONL documents")
     sp.add_argument("--out", required=True, help="index directory to create")
-    sp.add_argument("--batch-size", type=int, default=64)
+    sp.add_argument("--batch-size", type=int, default=64, help="windows per batch at most")
+    sp.add_argument("--max-tokens", type=int, default=2048,
+                    help="padded word pieces per batch at most (small batches of long windows are faster on CPU; raise on a GPU)")
     sp.add_argument("--max-length", type=int, default=256, help="word pieces per window; longer texts are windowed")
     add_precision(sp, "queries to the index use the same precision")
     sp = add("search", cmd_search, "top-k documents of an index for a query, with cosine scores")
