@@ -10,7 +10,7 @@ test citations, best of --rounds, all measured in this one run. Agreement with t
 the score against the gold labels use the *whole* test sets (the pipeline's own output on them is
 the reference): entity F1 on exact character spans
 (type included) for NER, accuracy and macro-F1 for citations. Each task also prints the highest
-ratio any exact fp32 implementation could reach on this CPU (see roofline.py).
+ratio any implementation could reach on this CPU, in fp32 and in bf16 (see roofline.py).
 """
 
 from __future__ import annotations
