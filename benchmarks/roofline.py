@@ -46,8 +46,8 @@ def peak_matmul_flops(config, dtype: torch.dtype = torch.float32, windows: int =
 
 def ceiling_line(config, lengths, t_reference: float) -> str:
     """One line: the matrix-product FLOPs of these inputs, and the highest ratio over ``t_reference`` that
-    an implementation doing only those products at this CPU's peak could reach: exactly (fp32), and in
-    bfloat16, the cheapest precision that keeps outputs within 1e-4 (see minisci.precision)."""
+    an implementation doing only those products at this CPU's peak could reach, exactly (fp32) and in
+    bfloat16 (see minisci.precision)."""
     flops = encoder_flops(config, lengths)
     parts = []
     for name, dtype in (("exact fp32", torch.float32), ("bf16", torch.bfloat16)):

@@ -15,7 +15,7 @@ import yaml
 from minisci.config import ModelConfig, PretrainConfig, from_dict
 from minisci.modeling import load_pretraining_model
 from minisci.pretrain import lr_lambdas, run_pretraining
-from minisci.training import checkpoint_to_resume
+from minisci.training import checkpoint_to_resume, training_arguments
 
 from conftest import REPO, tiny_params
 
@@ -144,3 +144,9 @@ def test_two_process_ddp_run(tmp_path):
     # Both ranks consumed data: 10 steps x 2 processes x 8 pairs.
     assert m["train"]["epochs"] == pytest.approx(10 * 2 * 8 / 160, abs=0.01)
     assert (tmp_path / "adapted/model.safetensors").is_file()
+
+
+def test_training_arguments_extra_fields_override_the_defaults(tmp_path):
+    common = dict(seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.0, precision="fp32")
+    assert training_arguments(tmp_path, **common).include_num_input_tokens_seen == "non_padding"
+    assert training_arguments(tmp_path, **common, include_num_input_tokens_seen="no").include_num_input_tokens_seen == "no"

@@ -58,7 +58,6 @@ def load_tokenizer(cfg: ModelConfig):
 
 
 def _sparse_pretraining_class():
-    import torch
     from transformers import BertForPreTraining
 
     class BertForSparsePreTraining(BertForPreTraining):

@@ -1,11 +1,12 @@
 """Inference precision: trade exactness for speed, and say what it costs.
 
 - ``fp32``: the model as trained. Predictions are identical to the transformers pipeline's.
-- ``bf16``: the encoder's Linear layers (≈ 95% of its FLOPs) run in bfloat16: weights stored in
-  bf16, activations cast at each layer's input, outputs back to float32. LayerNorm, softmax,
-  residual sums, pooling and the task head stay in float32, which keeps predictions within a
-  fraction of a percent of fp32 (``benchmarks/inference_speed.py`` measures it). Fast on CPUs with
-  native bf16 (AVX512-BF16, AMX) and on GPUs; emulated, and slower, elsewhere (a warning says so).
+- ``bf16``: the encoder's Linear layers (~99% of its FLOPs on a sentence, 82% at 512 pieces) run
+  in bfloat16: weights stored in bf16, activations cast at each layer's input, outputs back to
+  float32. LayerNorm, softmax, residual sums, pooling and the task head stay in float32, which keeps
+  predictions within a fraction of a percent of fp32 (``benchmarks/inference_speed.py`` measures
+  it). Fast on CPUs with native bf16 (AVX512-BF16, AMX) and on GPUs; emulated, and slower,
+  elsewhere (a warning says so).
 - ``int8``: dynamic int8 quantisation of the encoder's Linear layers (weights per output channel,
   activations per batch; PyTorch's x86/fbgemm kernels, CPU only). The fastest on CPU, with a
   measurable change in predictions: check the benchmark's agreement and score columns first.

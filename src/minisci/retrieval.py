@@ -77,10 +77,8 @@ def train_embeddings(model_dir: str | Path, train: list[dict], cfg: FinetuneEmbe
         precision=cfg.precision, epochs=cfg.epochs, warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps,
         group_by_length=False, args_cls=SentenceTransformerTrainingArguments,
         batch_sampler=BatchSamplers.NO_DUPLICATES,  # a duplicate in the batch would be a false negative
+        include_num_input_tokens_seen="no",  # cannot find a SentenceTransformer's input; would warn every step
     )
-    # Token counting (kept for pretraining's tokens/s) cannot find the input of a SentenceTransformer
-    # and would warn at every step.
-    args.include_num_input_tokens_seen = "no"
     ds = datasets.Dataset.from_dict({"anchor": [p["anchor"] for p in train], "positive": [p["positive"] for p in train]})
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds,
                                          loss=losses.MultipleNegativesRankingLoss(model, scale=cfg.scale))

@@ -50,10 +50,11 @@ def training_arguments(
     """TrainingArguments with everything that matters set explicitly (nothing from defaults that
     changed between transformers releases): reporting off (we log with DVCLive ourselves), seeded
     data order, checkpointing only when asked, length-grouped batches. ``args_cls`` builds a
-    subclass instead (sentence-transformers' training arguments), ``extra`` its own fields."""
+    subclass instead (sentence-transformers' training arguments); ``extra`` sets its own fields or
+    overrides these."""
     from transformers import TrainingArguments
 
-    return (args_cls or TrainingArguments)(
+    settings = dict(
         output_dir=str(output_dir),
         report_to="none",
         seed=seed,
@@ -81,8 +82,8 @@ def training_arguments(
         remove_unused_columns=False,
         disable_tqdm=True,
         **precision_flags(precision),
-        **extra,
     )
+    return (args_cls or TrainingArguments)(**{**settings, **extra})
 
 
 def code_version() -> dict[str, str]:
