@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from minisci.embeddings import length_batches
 from minisci.errors import MinisciError
 from minisci.precision import apply_precision
 
@@ -67,11 +68,10 @@ def _pad(chunks: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 @torch.inference_mode()
 def _sorted_forward(pipe, chunks: list[dict], batch_size: int, progress: Callable | None) -> list[torch.Tensor]:
     """Logits of every chunk, computed in length-sorted batches, trimmed back to each chunk's length."""
-    order = sorted(range(len(chunks)), key=lambda i: chunks[i]["input_ids"].shape[1])
     logits: list[torch.Tensor | None] = [None] * len(chunks)
     device = pipe.model.device
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    lengths = [c["input_ids"].shape[1] for c in chunks]
+    for idx in length_batches(lengths, batch_size, max_tokens=batch_size * max(lengths, default=0)):  # count only
         batch = {k: v.to(device) for k, v in _pad([chunks[i] for i in idx], pipe.tokenizer.pad_token_id).items()}
         out = pipe.model(**batch).logits.float().cpu()
         for j, i in enumerate(idx):
@@ -99,12 +99,13 @@ def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None 
 
 
 def _first_applies(pipe) -> bool:
-    """Whether :func:`_first_postprocess` reproduces ``pipe.postprocess`` (aggregation "first" with a fast,
-    word-aware tokenizer: WordPiece/BPE with a continuing-subword prefix)."""
+    """Whether :func:`_first_postprocess` reproduces ``pipe.postprocess``: aggregation "first" on raw text
+    (not pre-split words) with a fast, word-aware tokenizer (WordPiece/BPE with a continuing-subword prefix)."""
     from transformers.pipelines.token_classification import AggregationStrategy
 
     model = getattr(getattr(pipe.tokenizer, "_tokenizer", None), "model", None)
     return (pipe._postprocess_params.get("aggregation_strategy") == AggregationStrategy.FIRST
+            and not pipe._preprocess_params.get("is_split_into_words")
             and pipe.tokenizer.is_fast and bool(getattr(model, "continuing_subword_prefix", None)))
 
 
