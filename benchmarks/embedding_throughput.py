@@ -5,7 +5,7 @@ Usage: python benchmarks/embedding_throughput.py [--model models/adapted] [--n 2
 Two workloads from the sampled corpus (data/corpus/documents.jsonl), measured in one run: --n single
 sentences (titles, queries, citation-sized texts) and --n whole documents cut to 510 word pieces
 (abstracts; both sides embed the same text). Ours: length-sorted batches of at most --batch-size
-texts and --max-tokens padded pieces, inference mode, at each --precision (see minisci.precision),
+texts and --max-tokens padded pieces, inference mode, at each --precision (see minisci.serve.precision),
 and once more in fp32 without the cap on pieces. Naive: each text alone in float32, padded to 510,
 no batching. Prints texts/s, the ratio and the cosine between our embedding and the naive one, and
 the highest ratio any implementation could reach on this CPU, in fp32 and in bf16 (see roofline.py).
@@ -19,11 +19,12 @@ import time
 
 import numpy as np
 import torch
+from roofline import ceiling_line
 from transformers.utils import logging as hf_logging
 
-from minisci.embeddings import embed, load_encoder
-from minisci.precision import PRECISIONS
-from roofline import ceiling_line
+from minisci.encoding import embed
+from minisci.serve.precision import PRECISIONS
+from minisci.serve.search import load_encoder
 
 
 def naive(model, tok, texts: list[str]) -> np.ndarray:
@@ -44,7 +45,9 @@ def main(argv=None) -> None:
     p.add_argument("--docs", default="data/corpus/documents.jsonl")
     p.add_argument("--n", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-tokens", type=int, default=2048, help="padded word pieces per batch at most (minisci index's default)")
+    p.add_argument(
+        "--max-tokens", type=int, default=2048, help="padded word pieces per batch at most (minisci index's default)"
+    )
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     args = p.parse_args(argv)
     hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads
@@ -63,8 +66,10 @@ def main(argv=None) -> None:
         ref = naive(model, tok, texts)
         t_naive = time.perf_counter() - start
         lengths = [len(tok(t)["input_ids"]) for t in texts]
-        print(f"{name}: {len(texts)} texts, mean {np.mean(lengths):3.0f} word pieces | naive (fp32, one at a time, "
-              f"padded to 512) {len(texts) / t_naive:6.1f}/s")
+        print(
+            f"{name}: {len(texts)} texts, mean {np.mean(lengths):3.0f} word pieces | naive (fp32, one at a time, "
+            f"padded to 512) {len(texts) / t_naive:6.1f}/s"
+        )
         print(ceiling_line(model.config, lengths, t_naive))
         runs = [(precision, encoder, args.max_tokens) for precision, encoder in encoders.items()]
         if "fp32" in encoders:  # what the cap on padded pieces per batch buys
@@ -74,8 +79,11 @@ def main(argv=None) -> None:
             ours = embed(encoder, tok, texts, batch_size=args.batch_size, max_length=512, max_tokens=max_tokens)
             t_ours = time.perf_counter() - start
             cos = np.sum(ours * ref, 1)
-            print(f"  ours {label}: {len(texts) / t_ours:7.1f}/s | ratio {t_naive / t_ours:5.1f}x | "
-                  f"cosine to naive: min {cos.min():.5f}, mean {cos.mean():.5f}", flush=True)
+            print(
+                f"  ours {label}: {len(texts) / t_ours:7.1f}/s | ratio {t_naive / t_ours:5.1f}x | "
+                f"cosine to naive: min {cos.min():.5f}, mean {cos.mean():.5f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

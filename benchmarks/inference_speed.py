@@ -19,13 +19,13 @@ import argparse
 import time
 from collections.abc import Mapping
 
+from roofline import ceiling_line
 from sklearn.metrics import accuracy_score, f1_score
 from transformers.utils import logging as hf_logging
 
-from minisci.inference import classify, tag, text_classifier, token_classifier
-from minisci.precision import PRECISIONS
-from minisci.readers import NerSentence, load_ner_split, load_scicite_split, spans
-from roofline import ceiling_line
+from minisci.data.readers import NerSentence, load_ner_split, load_scicite_split, spans
+from minisci.serve.inference import classify, tag, text_classifier, token_classifier
+from minisci.serve.precision import PRECISIONS
 
 
 def best_time(fn, rounds: int) -> float:
@@ -82,27 +82,46 @@ def main(argv=None) -> None:
     ents = lambda rows: [{(e["entity_group"], e["start"], e["end"]) for e in r} for r in rows]  # noqa: E731
     labels = lambda rows: [r["label"] for r in rows]  # noqa: E731
     tasks = {
-        "ner": (token_classifier, args.ner_model, [" ".join(s.tokens) for s in sentences], tag, ents,
-                lambda pred: f"F1 {100 * entity_f1([gold_char_spans(s) for s in sentences], pred):.2f}"),
-        "cite": (text_classifier, args.cite_model, [e.text for e in citations], classify, labels,
-                 lambda pred: f"acc {100 * accuracy_score([e.label for e in citations], pred):.2f} "
-                              f"macro-F1 {100 * f1_score([e.label for e in citations], pred, average='macro'):.2f}"),
+        "ner": (
+            token_classifier,
+            args.ner_model,
+            [" ".join(s.tokens) for s in sentences],
+            tag,
+            ents,
+            lambda pred: f"F1 {100 * entity_f1([gold_char_spans(s) for s in sentences], pred):.2f}",
+        ),
+        "cite": (
+            text_classifier,
+            args.cite_model,
+            [e.text for e in citations],
+            classify,
+            labels,
+            lambda pred: (
+                f"acc {100 * accuracy_score([e.label for e in citations], pred):.2f} "
+                f"macro-F1 {100 * f1_score([e.label for e in citations], pred, average='macro'):.2f}"
+            ),
+        ),
     }
     for name, (load, model, texts, run, key, score) in tasks.items():
         timed = texts[: args.n]
         pipe = load(model)
         t_pipe = best_time(lambda: [pipe(t) for t in timed], args.rounds)
         ref = key(from_pipeline(name, pipe(texts)))
-        print(f"{name}: {len(timed)} texts timed, {len(texts)} scored | pipeline (fp32, one at a time) "
-              f"{len(timed) / t_pipe:6.1f} texts/s | {score(ref)}")
+        print(
+            f"{name}: {len(timed)} texts timed, {len(texts)} scored | pipeline (fp32, one at a time) "
+            f"{len(timed) / t_pipe:6.1f} texts/s | {score(ref)}"
+        )
         print(ceiling_line(pipe.model.config, model_lengths(pipe, timed), t_pipe))
         for precision in args.precisions:
             ours = load(model, precision=precision)
             t_ours = best_time(lambda: run(ours, timed, args.batch_size), args.rounds)
             pred = key(run(ours, texts, args.batch_size))
             same = sum(a == b for a, b in zip(pred, ref)) / len(texts)
-            print(f"  ours {precision}: {len(timed) / t_ours:6.1f} texts/s | ratio {t_pipe / t_ours:4.2f}x | "
-                  f"identical to pipeline {same:7.2%} | {score(pred)}", flush=True)
+            print(
+                f"  ours {precision}: {len(timed) / t_ours:6.1f} texts/s | ratio {t_pipe / t_ours:4.2f}x | "
+                f"identical to pipeline {same:7.2%} | {score(pred)}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -19,10 +19,10 @@ import torch
 from transformers import BertForPreTraining
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-from minisci.collator import MlmNspCollator
 from minisci.config import ModelConfig
-from minisci.modeling import load_pretraining_model, load_tokenizer
-from minisci.pretrain import pretraining_losses, read_pairs, tokenize_pairs
+from minisci.pretrain.collator import MlmNspCollator
+from minisci.pretrain.model import load_pretraining_model, load_tokenizer
+from minisci.pretrain.trainer import pretraining_losses, read_pairs, tokenize_pairs
 
 
 def naive_losses(model, batch: dict, labels: torch.Tensor, nsp: torch.Tensor):
@@ -80,11 +80,15 @@ def main(argv=None) -> None:
     results = {"ours": [], "naive": []}
     for _ in range(args.rounds):
         results["ours"].append(run(model, ds, grouped, collator, args.batch_size, args.steps)[0])
-        results["naive"].append(run(model, ds, random_order, collator, args.batch_size, args.steps, pad_to=args.max_length)[0])
+        results["naive"].append(
+            run(model, ds, random_order, collator, args.batch_size, args.steps, pad_to=args.max_length)[0]
+        )
     ours, naive = max(results["ours"]), max(results["naive"])
     mean_len = sum(ds["length"]) / n
-    print(f"pairs: {n}, mean length {mean_len:.1f} tokens (max {args.max_length}), batch {args.batch_size}, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"pairs: {n}, mean length {mean_len:.1f} tokens (max {args.max_length}), batch {args.batch_size}, "
+        f"{torch.get_num_threads()} threads"
+    )
     print(f"ours  (length-grouped, dynamic padding): {ours:8.1f} real tokens/s")
     print(f"naive (random, padded to {args.max_length}):        {naive:8.1f} real tokens/s")
     print(f"ratio ours/naive: {ours / naive:.2f}x")

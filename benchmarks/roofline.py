@@ -47,11 +47,13 @@ def peak_matmul_flops(config, dtype: torch.dtype = torch.float32, windows: int =
 def ceiling_line(config, lengths, t_reference: float) -> str:
     """One line: the matrix-product FLOPs of these inputs, and the highest ratio over ``t_reference`` that
     an implementation doing only those products at this CPU's peak could reach, exactly (fp32) and in
-    bfloat16 (see minisci.precision)."""
+    bfloat16 (see minisci.serve.precision)."""
     flops = encoder_flops(config, lengths)
     parts = []
     for name, dtype in (("exact fp32", torch.float32), ("bf16", torch.bfloat16)):
         peak = peak_matmul_flops(config, dtype)
         parts.append(f"{name} {peak / 1e9:.0f} GFLOP/s: at most {t_reference * peak / flops:4.2f}x")
-    return (f"  ceiling: {flops / 1e9:,.1f} GFLOP of matrix products at this CPU's peak rates (measured now); "
-            + "; ".join(parts))
+    return (
+        f"  ceiling: {flops / 1e9:,.1f} GFLOP of matrix products at this CPU's peak rates (measured now); "
+        + "; ".join(parts)
+    )

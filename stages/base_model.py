@@ -14,7 +14,7 @@ import sys
 from minisci.cards import write_model_card
 from minisci.config import ModelConfig, PretrainConfig, load_section
 from minisci.io import atomic_path
-from minisci.modeling import load_pretraining_model, load_tokenizer
+from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.stage import run_stage
 
 
@@ -32,13 +32,20 @@ def main(argv: list[str] | None = None) -> None:
         model.save_pretrained(out)  # safetensors; the random heads are unused by fine-tuning
         tokenizer.save_pretrained(out)
         write_model_card(
-            out, title="minisci baseline encoder",
+            out,
+            title="minisci baseline encoder",
             summary="The base encoder as is (no adaptation): the baseline arm of every comparison. "
-                    f"Pretraining heads missing from the base checkpoint are freshly initialised ({len(random_heads)} tensors) "
-                    "and unused by fine-tuning.",
-            base=model_cfg.base, data="none (not trained)", params={"model": dataclasses.asdict(model_cfg), "seed": seed},
-            metrics={}, usage=f'from transformers import AutoModel\nmodel = AutoModel.from_pretrained("{args.out}")')
-    print(f"base_model: {model_cfg.base} -> {args.out} ({sum(p.numel() for p in model.bert.parameters()):,} encoder parameters)")
+            f"Pretraining heads missing from the base checkpoint are freshly initialised ({len(random_heads)} tensors) "
+            "and unused by fine-tuning.",
+            base=model_cfg.base,
+            data="none (not trained)",
+            params={"model": dataclasses.asdict(model_cfg), "seed": seed},
+            metrics={},
+            usage=f'from transformers import AutoModel\nmodel = AutoModel.from_pretrained("{args.out}")',
+        )
+    print(
+        f"base_model: {model_cfg.base} -> {args.out} ({sum(p.numel() for p in model.bert.parameters()):,} encoder parameters)"
+    )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from minisci.config import ExportMetricsConfig, FinetuneNerConfig, load_section
-from minisci.export import charts, collect, per_type_rows, report, summary
 from minisci.io import atomic_path, write_json
+from minisci.report.export import charts, collect, per_type_rows, report, summary
 from minisci.stage import run_stage
 
 
@@ -41,10 +41,12 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.per_type, per_type_rows(data))
     flat = summary(data)
     write_json(args.summary, flat)
-    for (kind, ds), t in data["tasks"].items():
+    for (_kind, ds), t in data["tasks"].items():
         b = t["bootstrap"]
-        print(f"export_metrics: {ds} {t['metric']} adapted - baseline = {100 * b['difference']:+.2f} "
-              f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}], p = {b['p_value']:.3f}")
+        print(
+            f"export_metrics: {ds} {t['metric']} adapted - baseline = {100 * b['difference']:+.2f} "
+            f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}], p = {b['p_value']:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import os
 import sys
 
 from minisci.config import FetchDataConfig, load_section
-from minisci.fetch import fetch_all, read_manifest
+from minisci.data.fetch import fetch_all, read_manifest
 from minisci.stage import run_stage
 
 ENV_MIRROR = "MINISCI_DATA_MIRROR"
@@ -31,8 +31,10 @@ def main(argv: list[str] | None = None) -> None:
     cfg = load_section(FetchDataConfig, "fetch_data", args.params)
     mirror = os.environ.get(ENV_MIRROR) or cfg.mirror
     stats = fetch_all(read_manifest(args.manifest), mirror, args.out)
-    print(f"fetch_data: {stats['files']} files, {stats['bytes']:,} bytes verified "
-          f"({stats['from_mirror']} from {mirror}, {stats['downloaded']} downloaded) -> {args.out}")
+    print(
+        f"fetch_data: {stats['files']} files, {stats['bytes']:,} bytes verified "
+        f"({stats['from_mirror']} from {mirror}, {stats['downloaded']} downloaded) -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

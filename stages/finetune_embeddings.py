@@ -18,8 +18,8 @@ from pathlib import Path
 
 from minisci.cards import write_model_card
 from minisci.config import FinetuneEmbeddingsConfig, load_section
+from minisci.finetune.embeddings import run_finetune_embeddings
 from minisci.io import atomic_path, write_json
-from minisci.retrieval import run_finetune_embeddings
 from minisci.stage import run_stage
 from minisci.training import write_curves
 
@@ -42,18 +42,23 @@ def main(argv: list[str] | None = None) -> None:
         with atomic_path(args.out) as out:
             shutil.copytree(Path(work) / "model", out)
             write_model_card(
-                out, title="minisci sentence embeddings",
+                out,
+                title="minisci sentence embeddings",
                 summary="Sentence-transformers model (mean pooling) contrastively fine-tuned with in-batch negatives "
-                        "(MultipleNegativesRankingLoss) on title <-> abstract pairs of the sampled corpus.",
-                base=args.encoder, data=f"{metrics['train_pairs']} title/abstract pairs from {args.docs}",
+                "(MultipleNegativesRankingLoss) on title <-> abstract pairs of the sampled corpus.",
+                base=args.encoder,
+                data=f"{metrics['train_pairs']} title/abstract pairs from {args.docs}",
                 params={"finetune_embeddings": dataclasses.asdict(cfg)},
                 metrics={k: v for k, v in metrics.items() if k != "wall_seconds"},
                 usage=f'from sentence_transformers import SentenceTransformer\\nmodel = SentenceTransformer("{args.out}")\\n'
-                      'model.encode(["kinase inhibitors in leukaemia"])\\n# or: minisci index --model ' + args.out + " ...")
+                'model.encode(["kinase inhibitors in leukaemia"])\\n# or: minisci index --model ' + args.out + " ...",
+            )
     write_curves(history, args.plots, ("loss", "learning_rate"))
     write_json(args.metrics, metrics)
-    print(f"finetune_embeddings: title->abstract MRR@10 baseline {metrics['baseline']['mrr_at_10']:.3f}, "
-          f"encoder {metrics['encoder']['mrr_at_10']:.3f}, fine-tuned {metrics['finetuned']['mrr_at_10']:.3f}")
+    print(
+        f"finetune_embeddings: title->abstract MRR@10 baseline {metrics['baseline']['mrr_at_10']:.3f}, "
+        f"encoder {metrics['encoder']['mrr_at_10']:.3f}, fine-tuned {metrics['finetuned']['mrr_at_10']:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ import dataclasses
 import sys
 
 from minisci.config import FinetuneNerConfig, load_section
-from minisci.finetune import save_finetuned
+from minisci.finetune.common import save_finetuned
+from minisci.finetune.ner import run_finetune_ner
 from minisci.io import write_json
-from minisci.ner import run_finetune_ner
 from minisci.stage import run_stage
 from minisci.training import write_curves
 
@@ -41,18 +41,28 @@ def main(argv: list[str] | None = None) -> None:
     result = run_finetune_ner(args.dataset, args.data, args.model, cfg, args.checkpoints)
     m = result.metrics
     save_finetuned(
-        args.out, result, title=f"minisci NER: {args.dataset} ({args.model})",
+        args.out,
+        result,
+        title=f"minisci NER: {args.dataset} ({args.model})",
         summary=f"Token classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch {m['best_epoch']} "
-                "chosen on dev, test scored once (seqeval, strict IOB2). `test_predictions.jsonl` holds the test predictions.",
-        base=args.model, data=f"{args.dataset} train (dev for model selection) from {args.data}",
+        "chosen on dev, test scored once (seqeval, strict IOB2). `test_predictions.jsonl` holds the test predictions.",
+        base=args.model,
+        data=f"{args.dataset} train (dev for model selection) from {args.data}",
         params={"finetune_ner": dataclasses.asdict(cfg)},
-        metrics={"dev": {k: v for k, v in m["dev"].items() if k != "per_type"}, "test": m["test"], "best_epoch": m["best_epoch"]},
+        metrics={
+            "dev": {k: v for k, v in m["dev"].items() if k != "per_type"},
+            "test": m["test"],
+            "best_epoch": m["best_epoch"],
+        },
         usage=f'from transformers import pipeline\ntagger = pipeline("token-classification", model="{args.out}", '
-              'aggregation_strategy="first")\ntagger("Naloxone reverses the antihypertensive effect of clonidine.")')
+        'aggregation_strategy="first")\ntagger("Naloxone reverses the antihypertensive effect of clonidine.")',
+    )
     write_curves(result.log_history, args.plots, CURVES)
     write_json(args.metrics, result.metrics)
-    print(f"finetune_ner {args.dataset} ({args.model}): best epoch {m['best_epoch']}, dev F1 {m['dev']['f1']:.4f}, "
-          f"test F1 {m['test']['f1']:.4f} ({m['wall_seconds']:.0f} s)")
+    print(
+        f"finetune_ner {args.dataset} ({args.model}): best epoch {m['best_epoch']}, dev F1 {m['dev']['f1']:.4f}, "
+        f"test F1 {m['test']['f1']:.4f} ({m['wall_seconds']:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

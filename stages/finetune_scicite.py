@@ -16,9 +16,9 @@ import dataclasses
 import sys
 
 from minisci.config import FinetuneSciciteConfig, load_section
-from minisci.finetune import save_finetuned
+from minisci.finetune.classification import run_finetune_scicite
+from minisci.finetune.common import save_finetuned
 from minisci.io import write_json
-from minisci.scicite import run_finetune_scicite
 from minisci.stage import run_stage
 from minisci.training import write_curves
 
@@ -40,21 +40,32 @@ def main(argv: list[str] | None = None) -> None:
     result = run_finetune_scicite(args.data, args.model, cfg, args.checkpoints)
     m = result.metrics
     save_finetuned(
-        args.out, result, title=f"minisci SciCite citation intent ({args.model})",
+        args.out,
+        result,
+        title=f"minisci SciCite citation intent ({args.model})",
         summary=f"Sequence classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch "
-                f"{m['best_epoch']} chosen on dev macro-F1, test scored once. `test_predictions.jsonl` holds the test predictions.",
-        base=args.model, data=f"SciCite train (dev for model selection) from {args.data}",
+        f"{m['best_epoch']} chosen on dev macro-F1, test scored once. `test_predictions.jsonl` holds the test predictions.",
+        base=args.model,
+        data=f"SciCite train (dev for model selection) from {args.data}",
         params={"finetune_scicite": dataclasses.asdict(cfg)},
-        metrics={"dev": {k: m["dev"][k] for k in ("accuracy", "macro_f1")}, "test": {k: m["test"][k] for k in ("accuracy", "macro_f1", "per_class")},
-                 "best_epoch": m["best_epoch"]},
+        metrics={
+            "dev": {k: m["dev"][k] for k in ("accuracy", "macro_f1")},
+            "test": {k: m["test"][k] for k in ("accuracy", "macro_f1", "per_class")},
+            "best_epoch": m["best_epoch"],
+        },
         usage=f'from transformers import pipeline\nclassify = pipeline("text-classification", model="{args.out}")\n'
-              'classify("We used the protocol of Smith et al. (2001).")')
+        'classify("We used the protocol of Smith et al. (2001).")',
+    )
     write_curves(result.log_history, args.plots, CURVES)
     # One row per test example, for DVC's confusion-matrix template.
-    write_json(f"{args.plots}/confusion.json", [{"actual": r["gold"], "predicted": r["pred"]} for r in result.test_predictions])
+    write_json(
+        f"{args.plots}/confusion.json", [{"actual": r["gold"], "predicted": r["pred"]} for r in result.test_predictions]
+    )
     write_json(args.metrics, result.metrics)
-    print(f"finetune_scicite ({args.model}): best epoch {m['best_epoch']}, dev macro-F1 {m['dev']['macro_f1']:.4f}, "
-          f"test accuracy {m['test']['accuracy']:.4f}, macro-F1 {m['test']['macro_f1']:.4f} ({m['wall_seconds']:.0f} s)")
+    print(
+        f"finetune_scicite ({args.model}): best epoch {m['best_epoch']}, dev macro-F1 {m['dev']['macro_f1']:.4f}, "
+        f"test accuracy {m['test']['accuracy']:.4f}, macro-F1 {m['test']['macro_f1']:.4f} ({m['wall_seconds']:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import sys
 import time
 
 from minisci.config import MakePairsConfig, load_section
+from minisci.data.pairs import make_pairs
 from minisci.io import atomic_path, write_json, write_jsonl
-from minisci.pairs import make_pairs
 from minisci.stage import run_stage
 
 
@@ -33,8 +33,10 @@ def main(argv: list[str] | None = None) -> None:
         write_jsonl(out / "heldout.jsonl", heldout)
     metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
     write_json(args.metrics, metrics)
-    print(f"make_pairs: {len(train)} train / {len(heldout)} held-out pairs "
-          f"(IsNext {metrics['train']['isnext_fraction']:.2%}) -> {args.out}")
+    print(
+        f"make_pairs: {len(train)} train / {len(heldout)} held-out pairs "
+        f"(IsNext {metrics['train']['isnext_fraction']:.2%}) -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

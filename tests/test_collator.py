@@ -1,11 +1,10 @@
 import pytest
 import torch
-
-from minisci.collator import IGNORE, MlmNspCollator, encode_pair
-from minisci.config import ModelConfig
-from minisci.modeling import load_tokenizer
-
 from conftest import TINY_MODEL
+
+from minisci.config import ModelConfig
+from minisci.pretrain.collator import IGNORE, MlmNspCollator, encode_pair
+from minisci.pretrain.model import load_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +19,13 @@ def features(tok, n=400, seed=0):
     for i in range(n):
         la, lb = 5 + i % 40, 3 + i % 30
         ids = ordinary[torch.randint(len(ordinary), (la + lb,), generator=g)].tolist()
-        out.append({**encode_pair(ids[:la], ids[la:], tok.cls_token_id, tok.sep_token_id, 128), "next_sentence_label": i % 2, "idx": i})
+        out.append(
+            {
+                **encode_pair(ids[:la], ids[la:], tok.cls_token_id, tok.sep_token_id, 128),
+                "next_sentence_label": i % 2,
+                "idx": i,
+            }
+        )
     return out
 
 
@@ -69,11 +74,13 @@ def test_every_row_gets_at_least_one_prediction(tok):
 def test_whole_word_masking_selects_all_pieces_of_a_word(tok):
     text = "immunohistochemistry of hepatocellular carcinoma with thrombocytopenia and nephrotoxicity " * 6
     ids = tok(text, add_special_tokens=False)["input_ids"]
-    feats = [{**encode_pair(ids[:60], ids[60:100], tok.cls_token_id, tok.sep_token_id, 128), "idx": i} for i in range(64)]
+    feats = [
+        {**encode_pair(ids[:60], ids[60:100], tok.cls_token_id, tok.sep_token_id, 128), "idx": i} for i in range(64)
+    ]
     coll = MlmNspCollator(tok, 0.3, whole_word=True, seed=0)
     b = coll(feats)
     pieces = tok.convert_ids_to_tokens(feats[0]["input_ids"])
-    sel = (b["labels"] != IGNORE)
+    sel = b["labels"] != IGNORE
     for row in sel:
         for i, p in enumerate(pieces):
             if p.startswith("##"):

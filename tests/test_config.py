@@ -2,18 +2,28 @@ import dataclasses
 
 import pytest
 import yaml
+from conftest import REPO
 
 from minisci import config
 from minisci.config import (
-    FetchDataConfig, MakePairsConfig, ModelConfig, PretrainConfig, SampleCorpusConfig, from_dict,
-    load_params, load_section,
+    FetchDataConfig,
+    MakePairsConfig,
+    ModelConfig,
+    PretrainConfig,
+    SampleCorpusConfig,
+    from_dict,
+    load_params,
+    load_section,
 )
 from minisci.errors import ConfigError
 
-from conftest import REPO
-
-SECTIONS = {"fetch_data": FetchDataConfig, "sample_corpus": SampleCorpusConfig, "make_pairs": MakePairsConfig,
-            "model": ModelConfig, "pretrain": PretrainConfig}
+SECTIONS = {
+    "fetch_data": FetchDataConfig,
+    "sample_corpus": SampleCorpusConfig,
+    "make_pairs": MakePairsConfig,
+    "model": ModelConfig,
+    "pretrain": PretrainConfig,
+}
 
 
 @pytest.mark.parametrize("section, cls", SECTIONS.items())
@@ -76,7 +86,8 @@ def test_every_params_key_has_a_comment():
 
 
 def test_dataset_registry_matches_config():
-    from minisci.readers import NER_DATASETS
+    from minisci.data.readers import NER_DATASETS
+
     assert tuple(NER_DATASETS) == config.NER_DATASETS
 
 
@@ -91,9 +102,15 @@ def test_profiles_name_real_keys_and_validate(name):
     for key, value in load_profile(name).items():
         section, field = key.split(".")
         params[section][field] = value
-    classes = {"sample_corpus": c.SampleCorpusConfig, "make_pairs": c.MakePairsConfig, "pretrain": c.PretrainConfig,
-               "finetune_ner": c.FinetuneNerConfig, "finetune_scicite": c.FinetuneSciciteConfig,
-               "finetune_embeddings": c.FinetuneEmbeddingsConfig, "export_metrics": c.ExportMetricsConfig}
+    classes = {
+        "sample_corpus": c.SampleCorpusConfig,
+        "make_pairs": c.MakePairsConfig,
+        "pretrain": c.PretrainConfig,
+        "finetune_ner": c.FinetuneNerConfig,
+        "finetune_scicite": c.FinetuneSciciteConfig,
+        "finetune_embeddings": c.FinetuneEmbeddingsConfig,
+        "export_metrics": c.ExportMetricsConfig,
+    }
     for section, cls in classes.items():
         from_dict(cls, params[section], section)
 

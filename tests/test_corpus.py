@@ -3,12 +3,11 @@ import shutil
 import sys
 
 import pytest
+from conftest import FIXTURE_MIRROR, REPO, tiny_params
 
 from minisci.config import SampleCorpusConfig, from_dict
-from minisci.corpus import SentenceIndex, normalise_words, punkt_from_json, sample_corpus
+from minisci.data.corpus import SentenceIndex, normalise_words, punkt_from_json, sample_corpus
 from minisci.errors import ConfigError, DataFormatError
-
-from conftest import FIXTURE_MIRROR, REPO, tiny_params
 
 sys.path.insert(0, str(REPO / "stages"))
 import sample_corpus as stage  # noqa: E402
@@ -39,11 +38,23 @@ def test_own_check_alone_catches_flagged_documents():
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):
     params = tmp_path / "params.yaml"
     import yaml
+
     outs = []
     for seed in (1, 1, 2):
         params.write_text(yaml.safe_dump(tiny_params({"sample_corpus": {"seed": seed}})))
         out = tmp_path / f"out{len(outs)}"
-        stage.main(["--raw", str(FIXTURE_MIRROR), "--out", str(out), "--metrics", str(tmp_path / "m.json"), "--params", str(params)])
+        stage.main(
+            [
+                "--raw",
+                str(FIXTURE_MIRROR),
+                "--out",
+                str(out),
+                "--metrics",
+                str(tmp_path / "m.json"),
+                "--params",
+                str(params),
+            ]
+        )
         outs.append((out / "documents.jsonl").read_bytes() + (out / "punkt_params.json").read_bytes())
     assert outs[0] == outs[1] and outs[0] != outs[2]
 
@@ -58,8 +69,14 @@ def test_tapt_adds_training_text_and_guards_it(tmp_path):
     shutil.copytree(FIXTURE_MIRROR, mirror)
     train = mirror / "classification/scicite/train.jsonl"
     test_text = json.loads((mirror / "classification/scicite/test.jsonl").read_text().splitlines()[0])["text"]
-    train.write_text(json.dumps({"text": "A clean training citation about method choices in prior work (Smith 2001).", "label": "method"}) + "\n"
-                     + json.dumps({"text": test_text, "label": "background"}) + "\n")
+    train.write_text(
+        json.dumps(
+            {"text": "A clean training citation about method choices in prior work (Smith 2001).", "label": "method"}
+        )
+        + "\n"
+        + json.dumps({"text": test_text, "label": "background"})
+        + "\n"
+    )
     rows, _, m = sample_corpus(mirror, cfg(tapt_datasets=["scicite"]))
     tapt = [r for r in rows if r["domain"] == "tapt"]
     assert len(tapt) == 1 and m["excluded_tapt_docs"] == 1 and m["tapt_docs"] == 1

@@ -2,12 +2,11 @@ import itertools
 
 import pytest
 import torch
-
-from minisci.crf import CRF, allowed_transitions, word_level
-from minisci.ner import run_finetune_ner
-from minisci.readers import to_iob2
-
 from conftest import learnable_ner_files
+
+from minisci.data.readers import to_iob2
+from minisci.finetune.crf import CRF, allowed_transitions, word_level
+from minisci.finetune.ner import run_finetune_ner
 
 LABELS = ["O", "B-A", "I-A", "B-B", "I-B"]
 
@@ -30,7 +29,9 @@ def test_allowed_transitions():
     start_ok, trans_ok = allowed_transitions(LABELS)
     assert start_ok.tolist() == [True, True, False, True, False]
     assert trans_ok[LABELS.index("B-A"), LABELS.index("I-A")] and trans_ok[LABELS.index("I-A"), LABELS.index("I-A")]
-    assert not trans_ok[LABELS.index("O"), LABELS.index("I-A")] and not trans_ok[LABELS.index("B-B"), LABELS.index("I-A")]
+    assert (
+        not trans_ok[LABELS.index("O"), LABELS.index("I-A")] and not trans_ok[LABELS.index("B-B"), LABELS.index("I-A")]
+    )
 
 
 def test_viterbi_only_emits_valid_sequences_even_when_emissions_favour_invalid_ones():
@@ -92,7 +93,7 @@ def test_tiny_model_with_crf_learns_and_decodes_valid_spans(tmp_path, tiny_model
     for row in r.test_predictions:
         assert list(to_iob2(row["pred"])) == row["pred"]
     # The saved model reloads with its trained CRF weights.
-    from minisci.crf import BertCrfForTokenClassification
+    from minisci.finetune.crf import BertCrfForTokenClassification
 
     r.model.save_pretrained(tmp_path / "m")
     again = BertCrfForTokenClassification.from_pretrained(tmp_path / "m")

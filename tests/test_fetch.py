@@ -3,13 +3,12 @@ import sys
 
 import pytest
 import yaml
+from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
 
+from minisci.data.fetch import ManifestEntry, fetch_all, manifest_from_shared, read_manifest, write_manifest
 from minisci.errors import FetchError
-from minisci.fetch import ManifestEntry, fetch_all, manifest_from_shared, read_manifest, write_manifest
 from minisci.io import sha256_file
 from minisci.stage import run_stage
-
-from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
 
 sys.path.insert(0, str(REPO / "stages"))
 import fetch_data  # noqa: E402

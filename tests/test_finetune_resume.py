@@ -4,14 +4,13 @@ import json
 
 import pytest
 import torch
-
-from minisci.errors import MinisciError
-from minisci.finetune import DevSelection
-from minisci.ner import run_finetune_ner
-from minisci.scicite import run_finetune_scicite
-
 from conftest import learnable_ner_files, learnable_scicite_files
 from test_ner import ner_cfg
+
+from minisci.errors import MinisciError
+from minisci.finetune.classification import run_finetune_scicite
+from minisci.finetune.common import DevSelection
+from minisci.finetune.ner import run_finetune_ner
 
 
 class Interrupted(Exception):
@@ -32,8 +31,10 @@ def crash_after_checkpoint(monkeypatch, epoch: int):
 
 def strip_runtime(history):
     """Log history without timings and the final train_loss (a mean over this process's steps only)."""
-    return [{k: v for k, v in h.items() if "runtime" not in k and "per_second" not in k and k != "train_loss"}
-            for h in history]
+    return [
+        {k: v for k, v in h.items() if "runtime" not in k and "per_second" not in k and k != "train_loss"}
+        for h in history
+    ]
 
 
 def test_ner_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch, capsys):
@@ -59,10 +60,9 @@ def test_ner_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypa
 
 def test_scicite_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch):
     import yaml
+    from conftest import REPO
 
     from minisci.config import FinetuneSciciteConfig, from_dict
-
-    from conftest import REPO
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_scicite"]
     params.update({"epochs": 2.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5})

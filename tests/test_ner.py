@@ -1,14 +1,12 @@
-
 import pytest
 import torch
 import yaml
+from conftest import REPO, learnable_ner_files
 
 from minisci.config import FinetuneNerConfig, from_dict
-from minisci.finetune import frequency_weights, welt_weights
-from minisci.ner import encode_sentences, label_list, merge_predictions, ner_metrics, run_finetune_ner, windows
-from minisci.readers import NerSentence, load_ner_split, read_conll, to_iob2
-
-from conftest import REPO, learnable_ner_files
+from minisci.data.readers import NerSentence, load_ner_split, read_conll, to_iob2
+from minisci.finetune.common import frequency_weights, welt_weights
+from minisci.finetune.ner import encode_sentences, label_list, merge_predictions, ner_metrics, run_finetune_ner, windows
 
 
 def test_windows_split_at_word_boundaries_and_cover_every_word():
@@ -48,8 +46,10 @@ def test_merge_rejects_missing_words():
 
 def test_iob1_single_token_entity_is_scored_as_an_entity(tmp_path):
     p = tmp_path / "t.txt"
-    p.write_text("-DOCSTART- (1)\n\nNaloxone\tX\tO\tI-Entity\nreverses\tX\tO\tO\nclonidine\tX\tO\tI-Entity\n"
-                 "lung\tX\tO\tB-Entity\ncancer\tX\tO\tI-Entity\n")
+    p.write_text(
+        "-DOCSTART- (1)\n\nNaloxone\tX\tO\tI-Entity\nreverses\tX\tO\tO\nclonidine\tX\tO\tI-Entity\n"
+        "lung\tX\tO\tB-Entity\ncancer\tX\tO\tI-Entity\n"
+    )
     gold = [list(to_iob2(s.tags)) for s in read_conll(p)]
     assert gold == [["B-Entity", "O", "B-Entity", "B-Entity", "I-Entity"]]
     perfect = ner_metrics(gold, gold)
@@ -83,7 +83,7 @@ def test_frequency_weights_hand_computed():
     # N / (K n): a = 10/16 = 0.625, b = 10/4 = 2.5; normalised to mean 1: 0.4, 1.6
     assert inv == pytest.approx([0.4, 1.6])
     eff = frequency_weights(values, ["a", "b"], "effective_number", 0.9)
-    raw = [(1 - 0.9) / (1 - 0.9 ** 8), (1 - 0.9) / (1 - 0.9 ** 2)]
+    raw = [(1 - 0.9) / (1 - 0.9**8), (1 - 0.9) / (1 - 0.9**2)]
     assert eff == pytest.approx([r / (sum(raw) / 2) for r in raw])
 
 

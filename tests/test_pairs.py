@@ -2,13 +2,12 @@ import json
 import random
 
 import pytest
+from conftest import tiny_params
 
 from minisci.config import MakePairsConfig, from_dict
+from minisci.data.pairs import IS_NEXT, NOT_NEXT, build_pairs, make_pairs
 from minisci.errors import DataFormatError, MinisciError
 from minisci.io import write_jsonl
-from minisci.pairs import IS_NEXT, NOT_NEXT, build_pairs, make_pairs
-
-from conftest import tiny_params
 
 
 def cfg(**kw):
@@ -18,15 +17,24 @@ def cfg(**kw):
 def synthetic_docs(n_docs=40, n_sents=12):
     """Every sentence names its document and position, so provenance is checkable from text."""
     return [
-        {"id": f"d{d}", "domain": "biomedical" if d % 5 else "general",
-         "sentences": [f"doc{d} sent{s} " + "word " * random.Random(d * 100 + s).randint(3, 15) + "end." for s in range(n_sents)]}
+        {
+            "id": f"d{d}",
+            "domain": "biomedical" if d % 5 else "general",
+            "sentences": [
+                f"doc{d} sent{s} " + "word " * random.Random(d * 100 + s).randint(3, 15) + "end."
+                for s in range(n_sents)
+            ],
+        }
         for d in range(n_docs)
     ]
 
 
 def sentence_ids(segment):
-    return [tuple(int(x[4:]) if x.startswith("sent") else int(x[3:]) for x in part.split()[:2])
-            for part in segment.split(" end.") if part.strip()]
+    return [
+        tuple(int(x[4:]) if x.startswith("sent") else int(x[3:]) for x in part.split()[:2])
+        for part in segment.split(" end.")
+        if part.strip()
+    ]
 
 
 @pytest.fixture

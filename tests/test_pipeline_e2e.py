@@ -65,7 +65,12 @@ def stale_stages(proj):
 def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tmp_path):
     proj = make_project(tmp_path / "proj")
     out = run(["dvc", "repro"], proj).stdout
-    for stage in ("finetune_ner@bc5cdr-baseline", "finetune_ner@bc5cdr-adapted", "finetune_scicite@baseline", "finetune_scicite@adapted"):
+    for stage in (
+        "finetune_ner@bc5cdr-baseline",
+        "finetune_ner@bc5cdr-adapted",
+        "finetune_scicite@baseline",
+        "finetune_scicite@adapted",
+    ):
         assert f"Running stage '{stage}'" in out
     for arm in ("baseline", "adapted"):
         ner = json.loads((proj / f"metrics/finetune_ner/bc5cdr/{arm}.json").read_text())
@@ -86,5 +91,11 @@ def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tmp_path):
     assert stale_stages(proj) == ["pretrain"]
     rerun = run(["dvc", "repro"], proj).stdout
     ran = sorted(line.split("'")[1] for line in rerun.splitlines() if line.startswith("Running stage"))
-    assert ran == ["export_metrics", "finetune_embeddings", "finetune_ner@bc5cdr-adapted", "finetune_scicite@adapted", "pretrain"]
+    assert ran == [
+        "export_metrics",
+        "finetune_embeddings",
+        "finetune_ner@bc5cdr-adapted",
+        "finetune_scicite@adapted",
+        "pretrain",
+    ]
     assert "Running stage" not in run(["dvc", "repro"], proj).stdout  # nothing changed: nothing runs

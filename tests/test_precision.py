@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from minisci import cli
-from minisci.embeddings import embed, load_encoder, search
+from minisci.data.readers import load_ner_split, load_scicite_split
 from minisci.errors import MinisciError
-from minisci.inference import classify, tag, text_classifier, token_classifier
-from minisci.precision import Bf16Linear, apply_precision
-from minisci.readers import load_ner_split, load_scicite_split
+from minisci.serve import cli
+from minisci.serve.inference import classify, tag, text_classifier, token_classifier
+from minisci.serve.precision import Bf16Linear, apply_precision
+from minisci.serve.search import embed, load_encoder, search
 
 
 def linears(module):
@@ -56,7 +56,9 @@ def test_int8_quantises_encoder_and_agrees(tiny_finetuned):
 def test_cli_precision_option(tiny_finetuned, capsys):
     model = str(tiny_finetuned["ner"])
     for precision in ("bf16", "int8"):
-        assert cli.main(["ner", "--model", model, "--precision", precision, "--jsonl", "patients received aspirin"]) == 0
+        assert (
+            cli.main(["ner", "--model", model, "--precision", precision, "--jsonl", "patients received aspirin"]) == 0
+        )
         row = json.loads(capsys.readouterr().out)
         assert [e["word"] for e in row["entities"]] == ["aspirin"]
     with pytest.raises(SystemExit):
@@ -66,11 +68,29 @@ def test_cli_precision_option(tiny_finetuned, capsys):
 
 def test_index_records_precision_and_queries_use_it(tiny_model_dir, tmp_path):
     docs = tmp_path / "docs.jsonl"
-    rows = [{"id": f"d{i}", "text": t} for i, t in enumerate(["aspirin and heparin after surgery",
-                                                             "lung cancer treatment with cisplatin", "shortest paths in graphs"])]
+    rows = [
+        {"id": f"d{i}", "text": t}
+        for i, t in enumerate(
+            ["aspirin and heparin after surgery", "lung cancer treatment with cisplatin", "shortest paths in graphs"]
+        )
+    ]
     docs.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert cli.main(["index", "--model", str(tiny_model_dir), "--docs", str(docs), "--out", str(tmp_path / "idx"),
-                     "--precision", "bf16"]) == 0
+    assert (
+        cli.main(
+            [
+                "index",
+                "--model",
+                str(tiny_model_dir),
+                "--docs",
+                str(docs),
+                "--out",
+                str(tmp_path / "idx"),
+                "--precision",
+                "bf16",
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "idx/index.json").read_text())["precision"] == "bf16"
     hit = search(tmp_path / "idx", "lung cancer treatment with cisplatin", k=1)[0]
     assert hit["id"] == "d1" and hit["score"] == pytest.approx(1.0, abs=1e-5)  # same precision both sides

@@ -11,13 +11,12 @@ import time
 import pytest
 import torch
 import yaml
+from conftest import REPO, tiny_params
 
 from minisci.config import ModelConfig, PretrainConfig, from_dict
-from minisci.modeling import load_pretraining_model
-from minisci.pretrain import lr_lambdas, run_pretraining
+from minisci.pretrain.model import load_pretraining_model
+from minisci.pretrain.trainer import lr_lambdas, run_pretraining
 from minisci.training import checkpoint_to_resume, training_arguments
-
-from conftest import REPO, tiny_params
 
 STAGE = str(REPO / "stages" / "pretrain.py")
 WORDS = "cells protein gene binding kinase receptor expression tumour patients dose".split()
@@ -44,9 +43,22 @@ def configs(**pretrain):
 
 
 def stage_cmd(tmp_path, params_path, ckpt="ckpt", out="adapted"):
-    return [sys.executable, STAGE, "--pairs", str(tmp_path / "pairs"), "--out", str(tmp_path / out),
-            "--checkpoints", str(tmp_path / ckpt), "--metrics", str(tmp_path / f"{out}.json"),
-            "--plots", str(tmp_path / f"plots-{out}"), "--params", str(params_path)]
+    return [
+        sys.executable,
+        STAGE,
+        "--pairs",
+        str(tmp_path / "pairs"),
+        "--out",
+        str(tmp_path / out),
+        "--checkpoints",
+        str(tmp_path / ckpt),
+        "--metrics",
+        str(tmp_path / f"{out}.json"),
+        "--plots",
+        str(tmp_path / f"plots-{out}"),
+        "--params",
+        str(params_path),
+    ]
 
 
 def run_ok(cmd):
@@ -103,8 +115,9 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     # 1. an uninterrupted reference run
     run_ok(stage_cmd(tmp_path, params, ckpt="ref-ckpt", out="ref"))
     # 2. the same run, killed with SIGKILL once its first checkpoint is complete
-    proc = subprocess.Popen(stage_cmd(tmp_path, params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        stage_cmd(tmp_path, params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     first = tmp_path / "ckpt/checkpoint-5/trainer_state.json"
     deadline = time.time() + 120
     while not first.is_file() and proc.poll() is None and time.time() < deadline:
@@ -135,7 +148,15 @@ def test_checkpoints_of_another_configuration_are_discarded(tmp_path):
 def test_two_process_ddp_run(tmp_path):
     write_pairs(tmp_path / "pairs")
     params = write_params(tmp_path, max_steps=10, save_steps=5)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", *stage_cmd(tmp_path, params)[1:]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--standalone",
+        *stage_cmd(tmp_path, params)[1:],
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -149,4 +170,6 @@ def test_two_process_ddp_run(tmp_path):
 def test_training_arguments_extra_fields_override_the_defaults(tmp_path):
     common = dict(seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.0, precision="fp32")
     assert training_arguments(tmp_path, **common).include_num_input_tokens_seen == "non_padding"
-    assert training_arguments(tmp_path, **common, include_num_input_tokens_seen="no").include_num_input_tokens_seen == "no"
+    assert (
+        training_arguments(tmp_path, **common, include_num_input_tokens_seen="no").include_num_input_tokens_seen == "no"
+    )

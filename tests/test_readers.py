@@ -2,11 +2,18 @@ from collections import Counter
 
 import pytest
 
-from minisci.errors import DataFormatError
-from minisci.readers import (
-    NER_DATASETS, load_ner_split, load_scicite_split, ner_stats, ner_to_dataset, read_conll,
-    read_scicite, spans, to_iob2,
+from minisci.data.readers import (
+    NER_DATASETS,
+    load_ner_split,
+    load_scicite_split,
+    ner_stats,
+    ner_to_dataset,
+    read_conll,
+    read_scicite,
+    spans,
+    to_iob2,
 )
+from minisci.errors import DataFormatError
 
 
 def write(tmp_path, name, text):
@@ -17,11 +24,15 @@ def write(tmp_path, name, text):
 
 # --- quirks ---------------------------------------------------------------------------------------
 
+
 def test_bc5cdr_form_docstart_with_pmid_and_double_blank_lines(tmp_path):
-    p = write(tmp_path, "a.txt",
-              "-DOCSTART- (111)\n\nNaloxone\tPROPN\tO\tI-Entity\nworks\tVERB\tO\tO\n\n"
-              "Second\tADJ\tO\tO\n.\tPUNCT\tO\tO\n\n\n"
-              "-DOCSTART- (222)\n\nlung\tNOUN\tO\tB-Entity\ncancer\tNOUN\tO\tI-Entity\n\n\n")
+    p = write(
+        tmp_path,
+        "a.txt",
+        "-DOCSTART- (111)\n\nNaloxone\tPROPN\tO\tI-Entity\nworks\tVERB\tO\tO\n\n"
+        "Second\tADJ\tO\tO\n.\tPUNCT\tO\tO\n\n\n"
+        "-DOCSTART- (222)\n\nlung\tNOUN\tO\tB-Entity\ncancer\tNOUN\tO\tI-Entity\n\n\n",
+    )
     sents = read_conll(p)
     assert [s.tokens for s in sents] == [("Naloxone", "works"), ("Second", "."), ("lung", "cancer")]
     assert [s.doc_id for s in sents] == ["111", "111", "222"]
@@ -30,7 +41,9 @@ def test_bc5cdr_form_docstart_with_pmid_and_double_blank_lines(tmp_path):
 
 
 def test_jnlpba_form_docstart_two_columns(tmp_path):
-    p = write(tmp_path, "b.txt", "-DOCSTART-\tO\n\nIL-2\tNN\tO\tB-DNA\ngene\tNN\tO\tI-DNA\n\n-DOCSTART-\tO\n\nx\tNN\tO\tO\n")
+    p = write(
+        tmp_path, "b.txt", "-DOCSTART-\tO\n\nIL-2\tNN\tO\tB-DNA\ngene\tNN\tO\tI-DNA\n\n-DOCSTART-\tO\n\nx\tNN\tO\tO\n"
+    )
     sents = read_conll(p)
     assert [s.doc_id for s in sents] == ["b-doc0", "b-doc1"]
     assert sents[0].tags == ("B-DNA", "I-DNA")
@@ -53,8 +66,12 @@ def test_iob1_to_iob2_single_token_i_entity_and_adjacent_types():
 
 
 def test_scicite_embedded_newlines_and_labels(tmp_path):
-    p = write(tmp_path, "s.jsonl", '{"text": "line one\\nline two", "label": "method", "metadata": {}}\n'
-                                   '{"text": "caf\\u00e9 \\u2212 x", "label": "result", "metadata": {}}\n')
+    p = write(
+        tmp_path,
+        "s.jsonl",
+        '{"text": "line one\\nline two", "label": "method", "metadata": {}}\n'
+        '{"text": "caf\\u00e9 \\u2212 x", "label": "result", "metadata": {}}\n',
+    )
     ex = read_scicite(p)
     assert ex[0].text == "line one\nline two" and ex[1].label == "result" and "\u2212" in ex[1].text
 
@@ -67,27 +84,34 @@ def test_datasets_conversion(tmp_path):
 
 # --- malformed input ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, match", [
-    ("a\tO\nb\tN\tO\n", r"x\.txt:2: expected 2 tab-separated columns"),
-    ("a\tN\tO\n", r"x\.txt:1: expected 2 or 4 tab-separated columns"),
-    ("a\tN\tO\tX-Foo\n", r"x\.txt:1: invalid tag 'X-Foo'"),
-    ("a b\tO\n", r"x\.txt:1: empty token or token with whitespace"),
-    ("-DOCSTART- [12]\n", r"x\.txt:1: unrecognised -DOCSTART- line"),
-    ("\n\n", r"x\.txt: no sentences found"),
-])
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("a\tO\nb\tN\tO\n", r"x\.txt:2: expected 2 tab-separated columns"),
+        ("a\tN\tO\n", r"x\.txt:1: expected 2 or 4 tab-separated columns"),
+        ("a\tN\tO\tX-Foo\n", r"x\.txt:1: invalid tag 'X-Foo'"),
+        ("a b\tO\n", r"x\.txt:1: empty token or token with whitespace"),
+        ("-DOCSTART- [12]\n", r"x\.txt:1: unrecognised -DOCSTART- line"),
+        ("\n\n", r"x\.txt: no sentences found"),
+    ],
+)
 def test_conll_errors_name_file_and_line(tmp_path, text, match):
     with pytest.raises(DataFormatError, match=match):
         read_conll(write(tmp_path, "x.txt", text))
 
 
-@pytest.mark.parametrize("text, match", [
-    ('{"text": "a", "label": "method"}\n{"text": "b", "label": "other"}\n', r"s\.jsonl:2: unknown label 'other'"),
-    ('{"text": "", "label": "method"}\n', r"s\.jsonl:1: expected a non-empty string field 'text'"),
-    ('{"text": "a", "label": "method"\n', r"s\.jsonl:1: invalid JSON"),
-    ('{"text": "a", "label": "method"}\n\n', r"s\.jsonl:2: empty line"),
-    ("", r"s\.jsonl: file is empty"),
-    ('["a"]\n', r"s\.jsonl:1: expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ('{"text": "a", "label": "method"}\n{"text": "b", "label": "other"}\n', r"s\.jsonl:2: unknown label 'other'"),
+        ('{"text": "", "label": "method"}\n', r"s\.jsonl:1: expected a non-empty string field 'text'"),
+        ('{"text": "a", "label": "method"\n', r"s\.jsonl:1: invalid JSON"),
+        ('{"text": "a", "label": "method"}\n\n', r"s\.jsonl:2: empty line"),
+        ("", r"s\.jsonl: file is empty"),
+        ('["a"]\n', r"s\.jsonl:1: expected a JSON object"),
+    ],
+)
 def test_scicite_errors_name_file_and_line(tmp_path, text, match):
     with pytest.raises(DataFormatError, match=match):
         read_scicite(write(tmp_path, "s.jsonl", text))
@@ -108,8 +132,18 @@ README_COUNTS = {  # (sentences, tokens, documents, entities per type)
     ("bc5cdr_typed", "test"): (4797, 124750, 0, {"Chemical": 5385, "Disease": 4424}),
     ("ncbi_disease", "train"): (5424, 135701, 0, {"Disease": 5134}),
     ("ncbi_disease", "test"): (940, 24497, 0, {"Disease": 960}),
-    ("jnlpba", "dev"): (1739, 47461, 200, {"protein": 2466, "DNA": 1052, "cell_type": 526, "cell_line": 400, "RNA": 107}),
-    ("jnlpba", "test"): (3856, 101039, 404, {"protein": 5067, "DNA": 1056, "cell_type": 1921, "cell_line": 500, "RNA": 118}),
+    ("jnlpba", "dev"): (
+        1739,
+        47461,
+        200,
+        {"protein": 2466, "DNA": 1052, "cell_type": 526, "cell_line": 400, "RNA": 107},
+    ),
+    ("jnlpba", "test"): (
+        3856,
+        101039,
+        404,
+        {"protein": 5067, "DNA": 1056, "cell_type": 1921, "cell_line": 500, "RNA": 118},
+    ),
 }
 
 

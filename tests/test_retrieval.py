@@ -3,13 +3,12 @@ import json
 import numpy as np
 import pytest
 import yaml
+from conftest import FIXTURE_MIRROR, REPO
 
 from minisci.config import FinetuneEmbeddingsConfig, from_dict
 from minisci.errors import MinisciError
+from minisci.finetune.embeddings import retrieval_metrics, split_pairs, title_abstract_pairs
 from minisci.io import write_jsonl
-from minisci.retrieval import retrieval_metrics, split_pairs, title_abstract_pairs
-
-from conftest import FIXTURE_MIRROR, REPO
 
 
 def test_retrieval_metrics_known_values():

@@ -2,11 +2,10 @@ import json
 
 import pytest
 import yaml
+from conftest import REPO, learnable_scicite_files
 
 from minisci.config import FinetuneSciciteConfig, from_dict
-from minisci.scicite import classification_metrics, run_finetune_scicite
-
-from conftest import REPO, learnable_scicite_files
+from minisci.finetune.classification import classification_metrics, run_finetune_scicite
 
 
 def cfg(**kw):
@@ -30,7 +29,9 @@ def test_tiny_model_learns_trivial_citation_intents(tmp_path, tiny_model_dir, lo
     from transformers import pipeline
 
     data = learnable_scicite_files(tmp_path / "data")
-    r = run_finetune_scicite(data, tiny_model_dir, cfg(loss=loss, seeds=[1, 2] if loss == "ce" else [1]), tmp_path / "work")
+    r = run_finetune_scicite(
+        data, tiny_model_dir, cfg(loss=loss, seeds=[1, 2] if loss == "ce" else [1]), tmp_path / "work"
+    )
     assert r.metrics["test"]["accuracy"] > 0.9 and r.metrics["test"]["macro_f1"] > 0.9, r.metrics["dev_per_epoch"]
     assert len(r.test_predictions) == 50 and {"gold", "pred", "probs"} <= set(r.test_predictions[0])
     if loss == "ce":
@@ -38,5 +39,7 @@ def test_tiny_model_learns_trivial_citation_intents(tmp_path, tiny_model_dir, lo
         r.model.save_pretrained(tmp_path / "m")
         r.tokenizer.save_pretrained(tmp_path / "m")
         clf = pipeline("text-classification", model=str(tmp_path / "m"), device="cpu")
-        texts = [e["text"] for e in map(json.loads, (data / "classification/scicite/test.jsonl").read_text().splitlines())]
+        texts = [
+            e["text"] for e in map(json.loads, (data / "classification/scicite/test.jsonl").read_text().splitlines())
+        ]
         assert [o["label"] for o in clf(texts)] == [row["pred"] for row in r.test_predictions]

@@ -1,8 +1,12 @@
 import numpy as np
 import pytest
 
-from minisci.significance import (
-    classification_counts, f1_from_counts, macro_f1_from_counts, ner_counts, paired_bootstrap,
+from minisci.report.bootstrap import (
+    classification_counts,
+    f1_from_counts,
+    macro_f1_from_counts,
+    ner_counts,
+    paired_bootstrap,
 )
 
 

@@ -7,7 +7,6 @@ import time
 
 import pytest
 import yaml
-
 from conftest import REPO, make_project, run
 
 
@@ -22,8 +21,14 @@ def project(tmp_path_factory):
 
 def test_full_tiny_pipeline_outputs(project):
     summary = json.loads((project / "metrics/summary.json").read_text())
-    for key in ("ner.bc5cdr.adapted.test.f1", "ner.bc5cdr.baseline.test.f1", "ner.bc5cdr.delta.p_value",
-                "scicite.adapted.test.macro_f1", "scicite.delta.ci_low", "pretrain.after.mlm_accuracy"):
+    for key in (
+        "ner.bc5cdr.adapted.test.f1",
+        "ner.bc5cdr.baseline.test.f1",
+        "ner.bc5cdr.delta.p_value",
+        "scicite.adapted.test.macro_f1",
+        "scicite.delta.ci_low",
+        "pretrain.after.mlm_accuracy",
+    ):
         assert key in summary, key
     report = (project / "metrics/report.md").read_text()
     assert "| NER bc5cdr | entity F1 (micro) |" in report and "BERT-base 86.70, SciBERT 90.00" in report
@@ -40,7 +45,9 @@ def test_full_tiny_pipeline_outputs(project):
 
 def test_exp_run_show_and_metrics_diff(project):
     out = run(["dvc", "exp", "run", "-n", "welt", "-S", "finetune_ner.loss=welt"], project).stdout
-    assert "Running stage 'finetune_ner@bc5cdr-adapted'" in out and "finetune_scicite" not in out.replace("'finetune_scicite", "")
+    assert "Running stage 'finetune_ner@bc5cdr-adapted'" in out and "finetune_scicite" not in out.replace(
+        "'finetune_scicite", ""
+    )
     table = json.loads(run(["dvc", "exp", "show", "--json"], project).stdout)
     assert "welt" in json.dumps(table)
     params = json.loads(run(["dvc", "params", "diff", "--json"], project).stdout)
@@ -54,7 +61,9 @@ def test_exp_run_show_and_metrics_diff(project):
 
 def test_queued_grid_apply_and_branch(project):
     for lr in ("0.002", "0.004"):
-        run(["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_scicite.learning_rate={lr}"], project)
+        run(
+            ["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_scicite.learning_rate={lr}"], project
+        )
     run(["dvc", "queue", "start", "-j", "1"], project)
     deadline = time.time() + 600
     while time.time() < deadline:

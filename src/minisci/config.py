@@ -122,15 +122,22 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         s = "pretrain"
         _check(self.epochs > 0 or self.max_steps > 0, s, "set epochs > 0 or max_steps > 0")
-        _check(self.batch_size > 0 and self.eval_batch_size > 0 and self.grad_accum > 0, s, "batch sizes and grad_accum must be > 0")
+        _check(
+            self.batch_size > 0 and self.eval_batch_size > 0 and self.grad_accum > 0,
+            s,
+            "batch sizes and grad_accum must be > 0",
+        )
         _check(self.learning_rate > 0 and self.head_learning_rate > 0, s, "learning rates must be > 0")
         _check(self.head_warmup_steps >= 0, s, "head_warmup_steps must be >= 0")
         _check(0.0 <= self.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")
         _check(16 <= self.max_seq_length <= 512, s, "max_seq_length must be in [16, 512]")
         _check(0.0 < self.mlm_probability < 1.0, s, "mlm_probability must be in (0, 1)")
         _check(self.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
-        _check(self.logging_steps > 0 and self.save_steps > 0 and self.save_total_limit > 0, s,
-               "logging_steps, save_steps and save_total_limit must be > 0")
+        _check(
+            self.logging_steps > 0 and self.save_steps > 0 and self.save_total_limit > 0,
+            s,
+            "logging_steps, save_steps and save_total_limit must be > 0",
+        )
 
 
 LOSSES = ("ce", "welt", "inverse_frequency", "effective_number")
@@ -163,7 +170,11 @@ class _FinetuneConfig:
         _check(self.loss in losses, s, f"loss must be one of {losses}")
         _check(0.0 < self.beta < 1.0, s, "beta must be in (0, 1)")
         _check(self.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
-        _check(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), s, "seeds must be a non-empty list of distinct ints")
+        _check(
+            len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds),
+            s,
+            "seeds must be a non-empty list of distinct ints",
+        )
         _check(self.logging_steps > 0, s, "logging_steps must be > 0")
         _check(self.max_train_examples >= 0, s, "max_train_examples must be >= 0 (0 = all)")
 
@@ -178,7 +189,11 @@ class FinetuneNerConfig(_FinetuneConfig):
         self._check_common(s, LOSSES)
         _check(not self.crf or self.loss == "ce", s, "crf: true trains with the CRF likelihood; set loss: ce")
         bad = sorted(set(self.datasets) - set(NER_DATASETS))
-        _check(not bad and len(self.datasets) > 0, s, f"datasets must be a non-empty subset of {list(NER_DATASETS)}, got unknown {bad}")
+        _check(
+            not bad and len(self.datasets) > 0,
+            s,
+            f"datasets must be a non-empty subset of {list(NER_DATASETS)}, got unknown {bad}",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,10 +223,16 @@ class FinetuneEmbeddingsConfig:
         s = "finetune_embeddings"
         _check(self.encoder in ("baseline", "adapted"), s, "encoder must be baseline or adapted")
         _check(self.n_train > 0 and self.n_eval >= 10, s, "n_train must be > 0 and n_eval >= 10")
-        _check(self.epochs > 0 and self.batch_size >= 2, s, "epochs must be > 0 and batch_size >= 2 (in-batch negatives)")
+        _check(
+            self.epochs > 0 and self.batch_size >= 2, s, "epochs must be > 0 and batch_size >= 2 (in-batch negatives)"
+        )
         _check(self.learning_rate > 0 and 0.0 <= self.warmup_ratio < 1.0, s, "bad learning_rate or warmup_ratio")
         _check(16 <= self.max_length <= 512 and 16 <= self.eval_max_length <= 512, s, "lengths must be in [16, 512]")
-        _check(self.scale > 0 and self.eval_batch_size > 0 and self.logging_steps > 0, s, "scale, eval_batch_size, logging_steps must be > 0")
+        _check(
+            self.scale > 0 and self.eval_batch_size > 0 and self.logging_steps > 0,
+            s,
+            "scale, eval_batch_size, logging_steps must be > 0",
+        )
         _check(self.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
 
 

@@ -122,10 +122,11 @@ def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | N
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     stamp.write_text(json.dumps({"fingerprint": run_fingerprint}) + "\n")
     complete = [
-        p for p in ckpt_dir.glob(f"{CHECKPOINT_PREFIX}*")
-        if p.name[len(CHECKPOINT_PREFIX):].isdigit() and (p / "trainer_state.json").is_file()
+        p
+        for p in ckpt_dir.glob(f"{CHECKPOINT_PREFIX}*")
+        if p.name[len(CHECKPOINT_PREFIX) :].isdigit() and (p / "trainer_state.json").is_file()
     ]
-    return max(complete, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]), default=None)
+    return max(complete, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
 
 
 def write_curves(log_history: list[dict], plots_dir: str | Path, keys: tuple[str, ...]) -> None:

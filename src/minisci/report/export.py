@@ -10,8 +10,12 @@ from pathlib import Path
 from minisci.config import ExportMetricsConfig
 from minisci.errors import MinisciError
 from minisci.io import iter_jsonl
-from minisci.significance import (
-    classification_counts, f1_from_counts, macro_f1_from_counts, ner_counts, paired_bootstrap,
+from minisci.report.bootstrap import (
+    classification_counts,
+    f1_from_counts,
+    macro_f1_from_counts,
+    ner_counts,
+    paired_bootstrap,
 )
 
 ARMS = ("baseline", "adapted")
@@ -39,14 +43,21 @@ def collect(metrics_dir: Path, models_dir: Path, cfg: ExportMetricsConfig, ner_d
         arms = {a: _read_json(metrics_dir / "finetune_ner" / ds / f"{a}.json") for a in ARMS}
         preds = {a: _predictions(models_dir / "finetune_ner" / ds / a / "test_predictions.jsonl") for a in ARMS}
         counts = {a: ner_counts(preds[a]) for a in ARMS}
-        boot = paired_bootstrap(counts["baseline"], counts["adapted"], f1_from_counts, cfg.bootstrap_resamples, cfg.seed)
+        boot = paired_bootstrap(
+            counts["baseline"], counts["adapted"], f1_from_counts, cfg.bootstrap_resamples, cfg.seed
+        )
         tasks[("ner", ds)] = {"metric": "f1", "arms": arms, "bootstrap": boot}
     arms = {a: _read_json(metrics_dir / "finetune_scicite" / f"{a}.json") for a in ARMS}
     labels = arms["baseline"]["labels"]
     preds = {a: _predictions(models_dir / "finetune_scicite" / a / "test_predictions.jsonl") for a in ARMS}
     counts = {a: classification_counts(preds[a], labels) for a in ARMS}
-    boot = paired_bootstrap(counts["baseline"], counts["adapted"], lambda c: macro_f1_from_counts(c, len(labels)),
-                            cfg.bootstrap_resamples, cfg.seed)
+    boot = paired_bootstrap(
+        counts["baseline"],
+        counts["adapted"],
+        lambda c: macro_f1_from_counts(c, len(labels)),
+        cfg.bootstrap_resamples,
+        cfg.seed,
+    )
     tasks[("scicite", "scicite")] = {"metric": "macro_f1", "arms": arms, "bootstrap": boot}
     return {
         "tasks": tasks,
@@ -62,7 +73,9 @@ def summary(data: dict) -> dict:
     out = {}
     for (kind, ds), t in data["tasks"].items():
         prefix = f"ner.{ds}" if kind == "ner" else "scicite"
-        keys = ("precision", "recall", "f1", "macro_f1", "token_accuracy") if kind == "ner" else ("accuracy", "macro_f1")
+        keys = (
+            ("precision", "recall", "f1", "macro_f1", "token_accuracy") if kind == "ner" else ("accuracy", "macro_f1")
+        )
         for arm, m in t["arms"].items():
             for k in keys:
                 out[f"{prefix}.{arm}.test.{k}"] = m["test"][k]
@@ -89,8 +102,12 @@ def summary(data: dict) -> dict:
 
 
 def stage_seconds(data: dict) -> dict:
-    out = {"sample_corpus": data["sample_corpus"].get("wall_seconds"), "make_pairs": data["make_pairs"].get("wall_seconds"),
-           "pretrain": data["pretrain"].get("wall_seconds"), "finetune_embeddings": data["embeddings"].get("wall_seconds")}
+    out = {
+        "sample_corpus": data["sample_corpus"].get("wall_seconds"),
+        "make_pairs": data["make_pairs"].get("wall_seconds"),
+        "pretrain": data["pretrain"].get("wall_seconds"),
+        "finetune_embeddings": data["embeddings"].get("wall_seconds"),
+    }
     for (kind, ds), t in data["tasks"].items():
         for arm, m in t["arms"].items():
             out[f"finetune_{kind}.{ds}.{arm}" if kind == "ner" else f"finetune_scicite.{arm}"] = m.get("wall_seconds")
@@ -102,13 +119,19 @@ def _pct(x: float) -> str:
 
 
 def report(data: dict, cfg: ExportMetricsConfig) -> str:
-    lines = ["# minisci results", "",
-             "Test scores of the **baseline** (base model as is) and the **adapted** model (continued MLM+NSP",
-             "pretraining), each fine-tuned with the same params; the epoch is chosen on dev, test is scored once.",
-             f"Differences: adapted − baseline, with a paired bootstrap over test examples ({cfg.bootstrap_resamples}",
-             f"resamples, seed {cfg.seed}): 95% interval and two-sided p-value.", ""]
-    lines += ["| task | metric | baseline | adapted | difference | 95% CI | p | published anchors (not ours) |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# minisci results",
+        "",
+        "Test scores of the **baseline** (base model as is) and the **adapted** model (continued MLM+NSP",
+        "pretraining), each fine-tuned with the same params; the epoch is chosen on dev, test is scored once.",
+        f"Differences: adapted − baseline, with a paired bootstrap over test examples ({cfg.bootstrap_resamples}",
+        f"resamples, seed {cfg.seed}): 95% interval and two-sided p-value.",
+        "",
+    ]
+    lines += [
+        "| task | metric | baseline | adapted | difference | 95% CI | p | published anchors (not ours) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (kind, ds), t in data["tasks"].items():
         metric = t["metric"]
         b, a, boot = t["arms"]["baseline"]["test"], t["arms"]["adapted"]["test"], t["bootstrap"]
@@ -116,27 +139,42 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
         anchor = ", ".join(f"{k} {_pct(v)}" for k, v in anchors.items()) or "–"
         name = f"NER {ds}" if kind == "ner" else "SciCite"
         label = "entity F1 (micro)" if kind == "ner" else "macro-F1"
-        lines.append(f"| {name} | {label} | {_pct(b[metric])} | {_pct(a[metric])} | {100 * boot['difference']:+.2f} | "
-                     f"[{100 * boot['ci_low']:+.2f}, {100 * boot['ci_high']:+.2f}] | {boot['p_value']:.3f} | {anchor} |")
+        lines.append(
+            f"| {name} | {label} | {_pct(b[metric])} | {_pct(a[metric])} | {100 * boot['difference']:+.2f} | "
+            f"[{100 * boot['ci_low']:+.2f}, {100 * boot['ci_high']:+.2f}] | {boot['p_value']:.3f} | {anchor} |"
+        )
     lines += ["", "## Details", ""]
     for (kind, ds), t in data["tasks"].items():
         if kind == "ner":
-            lines += [f"### NER {ds}", "", "| arm | P | R | F1 | macro-F1 | token acc. | dev F1 | best epoch | seconds |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+            lines += [
+                f"### NER {ds}",
+                "",
+                "| arm | P | R | F1 | macro-F1 | token acc. | dev F1 | best epoch | seconds |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
             for arm, m in t["arms"].items():
                 s = m["test"]
-                lines.append(f"| {arm} | {_pct(s['precision'])} | {_pct(s['recall'])} | {_pct(s['f1'])} | {_pct(s['macro_f1'])} | "
-                             f"{_pct(s['token_accuracy'])} | {_pct(m['dev']['f1'])} | {m['best_epoch']} | {m['wall_seconds']:.0f} |")
+                lines.append(
+                    f"| {arm} | {_pct(s['precision'])} | {_pct(s['recall'])} | {_pct(s['f1'])} | {_pct(s['macro_f1'])} | "
+                    f"{_pct(s['token_accuracy'])} | {_pct(m['dev']['f1'])} | {m['best_epoch']} | {m['wall_seconds']:.0f} |"
+                )
             types = sorted(t["arms"]["baseline"]["test"]["per_type"])
             lines += ["", "| type | baseline F1 | adapted F1 | support |", "|---|---|---|---|"]
             for ty in types:
                 pb, pa = (t["arms"][arm]["test"]["per_type"][ty] for arm in ARMS)
                 lines.append(f"| {ty} | {_pct(pb['f1'])} | {_pct(pa['f1'])} | {pb['support']} |")
         else:
-            lines += ["### SciCite", "", "| arm | accuracy | macro-F1 | dev macro-F1 | best epoch | seconds |", "|---|---|---|---|---|---|"]
+            lines += [
+                "### SciCite",
+                "",
+                "| arm | accuracy | macro-F1 | dev macro-F1 | best epoch | seconds |",
+                "|---|---|---|---|---|---|",
+            ]
             for arm, m in t["arms"].items():
-                lines.append(f"| {arm} | {_pct(m['test']['accuracy'])} | {_pct(m['test']['macro_f1'])} | "
-                             f"{_pct(m['dev']['macro_f1'])} | {m['best_epoch']} | {m['wall_seconds']:.0f} |")
+                lines.append(
+                    f"| {arm} | {_pct(m['test']['accuracy'])} | {_pct(m['test']['macro_f1'])} | "
+                    f"{_pct(m['dev']['macro_f1'])} | {m['best_epoch']} | {m['wall_seconds']:.0f} |"
+                )
             labels = t["arms"]["baseline"]["labels"]
             lines += ["", "| class | baseline F1 | adapted F1 | support |", "|---|---|---|---|"]
             for lab in labels:
@@ -144,23 +182,41 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
                 lines.append(f"| {lab} | {_pct(pb['f1'])} | {_pct(pa['f1'])} | {pb['support']} |")
         for arm, m in t["arms"].items():
             if "test_over_seeds" in m:
-                lines.append(f"\n{arm} over seeds {m['seeds']}: " + ", ".join(f"{k} {v}" for k, v in m["test_over_seeds"].items()))
+                lines.append(
+                    f"\n{arm} over seeds {m['seeds']}: "
+                    + ", ".join(f"{k} {v}" for k, v in m["test_over_seeds"].items())
+                )
         lines.append("")
     p = data["pretrain"]
-    lines += ["## Pretraining (held-out pairs)", "", "| | MLM accuracy | perplexity | NSP accuracy |", "|---|---|---|---|"]
+    lines += [
+        "## Pretraining (held-out pairs)",
+        "",
+        "| | MLM accuracy | perplexity | NSP accuracy |",
+        "|---|---|---|---|",
+    ]
     for when in ("before", "after"):
-        lines.append(f"| {when} | {_pct(p[when]['mlm_accuracy'])} | {p[when]['perplexity']:.1f} | {_pct(p[when]['nsp_accuracy'])} |")
+        lines.append(
+            f"| {when} | {_pct(p[when]['mlm_accuracy'])} | {p[when]['perplexity']:.1f} | {_pct(p[when]['nsp_accuracy'])} |"
+        )
     tr = p["train"]
     e = data["embeddings"]
-    lines += ["", f"{tr['steps']} steps, {tr['tokens_seen']:,} tokens, {tr['tokens_per_second']} tokens/s.", "",
-              f"## Sentence embeddings (title -> abstract retrieval, {e['eval_pairs']} held-out documents)", "",
-              "| model | MRR@10 | recall@1 | recall@10 |", "|---|---|---|---|"]
-    for model, name in (("baseline", "baseline (shipped all-MiniLM-L6-v2)"), ("encoder", f"input encoder ({e['encoder_dir']})"),
-                        ("finetuned", f"fine-tuned ({e['train_pairs']} pairs, in-batch negatives)")):
+    lines += [
+        "",
+        f"{tr['steps']} steps, {tr['tokens_seen']:,} tokens, {tr['tokens_per_second']} tokens/s.",
+        "",
+        f"## Sentence embeddings (title -> abstract retrieval, {e['eval_pairs']} held-out documents)",
+        "",
+        "| model | MRR@10 | recall@1 | recall@10 |",
+        "|---|---|---|---|",
+    ]
+    for model, name in (
+        ("baseline", "baseline (shipped all-MiniLM-L6-v2)"),
+        ("encoder", f"input encoder ({e['encoder_dir']})"),
+        ("finetuned", f"fine-tuned ({e['train_pairs']} pairs, in-batch negatives)"),
+    ):
         r = e[model]
         lines.append(f"| {name} | {r['mrr_at_10']:.4f} | {r['recall_at_1']:.4f} | {r['recall_at_10']:.4f} |")
-    lines += ["",
-              "## Wall time per stage (seconds)", "", "| stage | seconds |", "|---|---|"]
+    lines += ["", "## Wall time per stage (seconds)", "", "| stage | seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in stage_seconds(data).items()]
     return "\n".join(lines) + "\n"
 
@@ -177,14 +233,20 @@ def charts(data: dict, plots_dir: Path, out_dir: Path) -> list[Path]:
     # 1. baseline vs adapted, with the 95% interval of the difference drawn on the adapted bar
     tasks = list(data["tasks"].items())
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(tasks), 3.6))
-    for i, ((kind, ds), t) in enumerate(tasks):
+    for i, (_key, t) in enumerate(tasks):
         m = t["metric"]
         base, adapt = (100 * t["arms"][a]["test"][m] for a in ARMS)
         b = t["bootstrap"]
         ax.bar(i - 0.2, base, 0.4, color="#9aa5b1", label="baseline" if i == 0 else None)
-        ax.bar(i + 0.2, adapt, 0.4, color="#2f6f9f", label="adapted" if i == 0 else None,
-               yerr=[[-100 * b["ci_low"] if b["ci_low"] < 0 else 0], [100 * b["ci_high"] if b["ci_high"] > 0 else 0]],
-               capsize=4)
+        ax.bar(
+            i + 0.2,
+            adapt,
+            0.4,
+            color="#2f6f9f",
+            label="adapted" if i == 0 else None,
+            yerr=[[-100 * b["ci_low"] if b["ci_low"] < 0 else 0], [100 * b["ci_high"] if b["ci_high"] > 0 else 0]],
+            capsize=4,
+        )
         ax.text(i + 0.2, adapt + 0.5, f"{100 * b['difference']:+.2f}\np={b['p_value']:.2f}", ha="center", fontsize=8)
     ax.set_xticks(range(len(tasks)), [f"{ds}\n{t['metric']}" for (_, ds), t in tasks])
     lows = [100 * min(t["arms"][a]["test"][t["metric"]] for a in ARMS) for _, t in tasks]

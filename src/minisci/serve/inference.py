@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minisci.embeddings import length_batches
+from minisci.batching import length_batches
 from minisci.errors import MinisciError
-from minisci.precision import apply_precision
+from minisci.serve.precision import apply_precision
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -34,9 +34,12 @@ def _pipeline(task: str, model_dir: str | Path, precision: str, **kwargs):
     path = _check_model_dir(model_dir)
     pipe = pipeline(task, model=str(path), device="cpu" if not torch.cuda.is_available() else 0, **kwargs)
     if "BertCrfForTokenClassification" in (pipe.model.config.architectures or []):
-        warnings.warn(f"{path} was fine-tuned with a CRF head (finetune_ner.crf); like transformers.pipeline, "
-                      "tagging here takes each word's best label from the emissions, without the CRF's Viterbi "
-                      "decoding that the stage's evaluation uses, so predictions can differ from its scores", stacklevel=3)
+        warnings.warn(
+            f"{path} was fine-tuned with a CRF head (finetune_ner.crf); like transformers.pipeline, "
+            "tagging here takes each word's best label from the emissions, without the CRF's Viterbi "
+            "decoding that the stage's evaluation uses, so predictions can differ from its scores",
+            stacklevel=3,
+        )
     apply_precision(pipe.model, precision)
     return pipe
 
@@ -44,7 +47,7 @@ def _pipeline(task: str, model_dir: str | Path, precision: str, **kwargs):
 def token_classifier(model_dir: str | Path, stride: int = 64, precision: str = "fp32"):
     """A token-classification pipeline (aggregation "first"); texts longer than the model's maximum
     length are split into overlapping windows (``stride`` tokens of overlap), not cut.
-    ``precision``: see :mod:`minisci.precision` (fp32 is the pipeline exactly)."""
+    ``precision``: see :mod:`minisci.serve.precision` (fp32 is the pipeline exactly)."""
     return _pipeline("token-classification", model_dir, precision, aggregation_strategy="first", stride=stride)
 
 
@@ -71,7 +74,7 @@ def _sorted_forward(pipe, chunks: list[dict], batch_size: int, progress: Callabl
     logits: list[torch.Tensor | None] = [None] * len(chunks)
     device = pipe.model.device
     lengths = [c["input_ids"].shape[1] for c in chunks]
-    for idx in length_batches(lengths, batch_size, max_tokens=batch_size * max(lengths, default=0)):  # count only
+    for idx in length_batches(lengths, batch_size):
         batch = {k: v.to(device) for k, v in _pad([chunks[i] for i in idx], pipe.tokenizer.pad_token_id).items()}
         out = pipe.model(**batch).logits.float().cpu()
         for j, i in enumerate(idx):
@@ -93,8 +96,17 @@ def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None 
     per_text: list[list[dict]] = [[] for _ in texts]
     for chunk, lg, ti in zip(chunks, logits, owner):
         out = {k: v for k, v in chunk.items() if k not in ("word_ids", "word_to_chars_map")}
-        per_text[ti].append({**out, "logits": lg, "word_ids": chunk.get("word_ids"), "word_to_chars_map": chunk.get("word_to_chars_map")})
-    postprocess = _first_postprocess if _first_applies(pipe) else lambda p, outs: p.postprocess(outs, **p._postprocess_params)
+        per_text[ti].append(
+            {
+                **out,
+                "logits": lg,
+                "word_ids": chunk.get("word_ids"),
+                "word_to_chars_map": chunk.get("word_to_chars_map"),
+            }
+        )
+    postprocess = (
+        _first_postprocess if _first_applies(pipe) else lambda p, outs: p.postprocess(outs, **p._postprocess_params)
+    )
     return [[_plain(e) for e in postprocess(pipe, outs)] for outs in per_text]
 
 
@@ -104,9 +116,12 @@ def _first_applies(pipe) -> bool:
     from transformers.pipelines.token_classification import AggregationStrategy
 
     model = getattr(getattr(pipe.tokenizer, "_tokenizer", None), "model", None)
-    return (pipe._postprocess_params.get("aggregation_strategy") == AggregationStrategy.FIRST
-            and not pipe._preprocess_params.get("is_split_into_words")
-            and pipe.tokenizer.is_fast and bool(getattr(model, "continuing_subword_prefix", None)))
+    return (
+        pipe._postprocess_params.get("aggregation_strategy") == AggregationStrategy.FIRST
+        and not pipe._preprocess_params.get("is_split_into_words")
+        and pipe.tokenizer.is_fast
+        and bool(getattr(model, "continuing_subword_prefix", None))
+    )
 
 
 def _first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
@@ -133,8 +148,9 @@ def _first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
         ids = out["input_ids"][0].tolist()
         pieces = pipe.tokenizer.convert_ids_to_tokens(ids)
         words: list[list] = []  # [first piece index, start, end, pieces]
-        for i, (tid, special, (start, end)) in enumerate(zip(ids, out["special_tokens_mask"][0].tolist(),
-                                                             out["offset_mapping"][0].tolist())):
+        for i, (tid, special, (start, end)) in enumerate(
+            zip(ids, out["special_tokens_mask"][0].tolist(), out["offset_mapping"][0].tolist())
+        ):
             if special:
                 continue
             piece, is_subword = pieces[i], False
@@ -162,13 +178,15 @@ def _first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
                 name = id2label[labels[group[0]]].split("-", 1)[-1]
                 if name not in ignore:
                     members = [words[g] for g in group]
-                    entities.append({
-                        "entity_group": name,
-                        "score": np.mean(np.nanmean([scores[words[g][0]][labels[g]] for g in group])),
-                        "word": to_string([to_string(m[3]) for m in members]),
-                        "start": members[0][1],
-                        "end": members[-1][2],
-                    })
+                    entities.append(
+                        {
+                            "entity_group": name,
+                            "score": np.mean(np.nanmean([scores[words[g][0]][labels[g]] for g in group])),
+                            "word": to_string([to_string(m[3]) for m in members]),
+                            "start": members[0][1],
+                            "end": members[-1][2],
+                        }
+                    )
             group = [w]
     return pipe.aggregate_overlapping_entities(entities) if len(outputs) > 1 else entities
 
@@ -181,8 +199,13 @@ def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | 
     results = []
     for lg in logits:
         scores = pipe.postprocess({"logits": lg}, **pipe._postprocess_params)
-        results.append({"label": scores[0]["label"], "score": float(scores[0]["score"]),
-                        "scores": {s["label"]: float(s["score"]) for s in scores}})
+        results.append(
+            {
+                "label": scores[0]["label"],
+                "score": float(scores[0]["score"]),
+                "scores": {s["label"]: float(s["score"]) for s in scores},
+            }
+        )
     return results
 
 

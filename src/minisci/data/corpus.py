@@ -10,7 +10,6 @@ A document caught by either is never sampled; both counts are reported.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import random
 import re
@@ -21,25 +20,11 @@ from pathlib import Path
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
 from minisci.config import SampleCorpusConfig
-from minisci.errors import ConfigError, DataFormatError
-from minisci.io import iter_jsonl
-from minisci.readers import NER_DATASETS, eval_texts, load_scicite_split, read_conll
+from minisci.data.readers import NER_DATASETS, POOLS, Document, eval_texts, load_pool, load_scicite_split, read_conll
+from minisci.errors import ConfigError
 
-POOLS = {"biomedical": "corpus/biomedical.jsonl", "general": "corpus/general.jsonl"}
 _WORD_RE = re.compile(r"[^\W_]+")  # letters and digits; punctuation and tokenisation differences vanish
 NER_TAPT_SENTENCES_PER_DOC = 10  # ncbi_disease has no document ids; group this many sentences
-
-
-@dataclasses.dataclass
-class Document:
-    id: str
-    source: str
-    domain: str  # biomedical | general | tapt
-    kind: str
-    title: str
-    text: str
-    eval_overlap: bool = False
-    sentences: list[str] | None = None  # pre-split (TAPT NER documents); else filled by Punkt
 
 
 def normalise_words(text: str) -> list[str]:
@@ -47,22 +32,6 @@ def normalise_words(text: str) -> list[str]:
 
 
 # 1. load and deduplicate ------------------------------------------------------------------------
-
-
-def load_pool(path: str | Path, domain: str) -> list[Document]:
-    docs = []
-    for lineno, obj in iter_jsonl(path):
-        for key, tp in (("id", str), ("text", str), ("source", str), ("kind", str), ("eval_overlap", bool)):
-            if not isinstance(obj.get(key), tp):
-                raise DataFormatError(path, lineno, f"expected field '{key}' of type {tp.__name__}")
-        if not obj["text"].strip():
-            raise DataFormatError(path, lineno, "empty 'text'")
-        docs.append(
-            Document(obj["id"], obj["source"], domain, obj["kind"], obj.get("title") or "", obj["text"], obj["eval_overlap"])
-        )
-    if not docs:
-        raise DataFormatError(path, None, "pool file is empty")
-    return docs
 
 
 def deduplicate(docs: Iterable[Document]) -> tuple[list[Document], int]:
@@ -143,7 +112,11 @@ def tapt_documents(raw_dir: Path, datasets: tuple[str, ...]) -> list[Document]:
             key = s.doc_id if s.doc_id is not None else f"group{i // NER_TAPT_SENTENCES_PER_DOC}"
             groups.setdefault(key, []).append(" ".join(s.tokens))
         for key, sents in groups.items():
-            docs.append(Document(f"{name}:train:{key}", f"tapt/{name}", "tapt", "ner_sentences", "", " ".join(sents), sentences=sents))
+            docs.append(
+                Document(
+                    f"{name}:train:{key}", f"tapt/{name}", "tapt", "ner_sentences", "", " ".join(sents), sentences=sents
+                )
+            )
     return docs
 
 
@@ -258,19 +231,23 @@ def sample_corpus(raw_dir: str | Path, cfg: SampleCorpusConfig) -> tuple[list[di
         rows.append({"id": d.id, "source": d.source, "domain": d.domain, "kind": d.kind, "sentences": sents})
 
     total = {k: sum(s[k] for s in stats.values()) for k in ("docs", "sentences", "words")}
-    return rows, punkt, {
-        **{f"{dom}_{k}": v for dom, s in stats.items() for k, v in s.items()},
-        **{f"total_{k}": v for k, v in total.items()},
-        "pool_docs": len(pool) + n_dupes,
-        "pool_duplicates_dropped": n_dupes,
-        "guard_test_sentences": len(guard),
-        "excluded_total": len(flagged | caught),
-        "excluded_eval_overlap_flag": len(flagged),
-        "excluded_own_check": len(caught),
-        "excluded_own_check_only": len(caught - flagged),
-        "excluded_flag_only": len(flagged - caught),
-        "excluded_tapt_docs": len(tapt) - len(tapt_clean),
-        "dropped_short_sentences": dropped_short,
-        "dropped_docs_without_sentences": dropped_docs,
-        "punkt_abbreviations": len(punkt["abbrev_types"]),
-    }
+    return (
+        rows,
+        punkt,
+        {
+            **{f"{dom}_{k}": v for dom, s in stats.items() for k, v in s.items()},
+            **{f"total_{k}": v for k, v in total.items()},
+            "pool_docs": len(pool) + n_dupes,
+            "pool_duplicates_dropped": n_dupes,
+            "guard_test_sentences": len(guard),
+            "excluded_total": len(flagged | caught),
+            "excluded_eval_overlap_flag": len(flagged),
+            "excluded_own_check": len(caught),
+            "excluded_own_check_only": len(caught - flagged),
+            "excluded_flag_only": len(flagged - caught),
+            "excluded_tapt_docs": len(tapt) - len(tapt_clean),
+            "dropped_short_sentences": dropped_short,
+            "dropped_docs_without_sentences": dropped_docs,
+            "punkt_abbreviations": len(punkt["abbrev_types"]),
+        },
+    )

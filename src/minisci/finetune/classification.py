@@ -10,8 +10,8 @@ from pathlib import Path
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
 
 from minisci.config import FinetuneSciciteConfig
-from minisci.finetune import aggregate_seeds, class_weights, fit_and_select, sorted_logits, subsample
-from minisci.readers import SCICITE_LABELS, CitationExample, load_scicite_split
+from minisci.data.readers import SCICITE_LABELS, CitationExample, load_scicite_split
+from minisci.finetune.common import aggregate_seeds, class_weights, fit_and_select, sorted_logits, subsample
 
 
 def encode(examples: list[CitationExample], tokenizer, label2id: dict[str, int], max_length: int) -> list[dict]:
@@ -26,13 +26,22 @@ def classification_metrics(gold: list[str], pred: list[str], labels: tuple[str, 
     return {
         "accuracy": round(float(accuracy_score(gold, pred)), 4),
         "macro_f1": round(float(f1_score(gold, pred, labels=list(labels), average="macro", zero_division=0)), 4),
-        "per_class": {lab: {"precision": round(float(p[i]), 4), "recall": round(float(r[i]), 4),
-                            "f1": round(float(f[i]), 4), "support": int(support[i])} for i, lab in enumerate(labels)},
+        "per_class": {
+            lab: {
+                "precision": round(float(p[i]), 4),
+                "recall": round(float(r[i]), 4),
+                "f1": round(float(f[i]), 4),
+                "support": int(support[i]),
+            }
+            for i, lab in enumerate(labels)
+        },
         "confusion_matrix": confusion_matrix(gold, pred, labels=list(labels)).tolist(),
     }
 
 
-def predict(model, tokenizer, texts: list[str], id2label: dict[int, str], max_length: int, batch_size: int) -> tuple[list[str], list[list[float]]]:
+def predict(
+    model, tokenizer, texts: list[str], id2label: dict[int, str], max_length: int, batch_size: int
+) -> tuple[list[str], list[list[float]]]:
     from transformers import DataCollatorWithPadding
 
     feats = [{"input_ids": ids} for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
@@ -63,22 +72,49 @@ def train_one_seed(model_dir: Path, tokenizer, splits: dict, cfg: FinetuneScicit
     id2label = dict(enumerate(SCICITE_LABELS))
     label2id = {l: i for i, l in id2label.items()}
     model = AutoModelForSequenceClassification.from_pretrained(
-        model_dir, num_labels=len(id2label), id2label=id2label, label2id=label2id,
-        use_safetensors=True, local_files_only=True, trust_remote_code=False,
+        model_dir,
+        num_labels=len(id2label),
+        id2label=id2label,
+        label2id=label2id,
+        use_safetensors=True,
+        local_files_only=True,
+        trust_remote_code=False,
     )
     train_ds = datasets.Dataset.from_list(encode(splits["train"], tokenizer, label2id, cfg.max_length))
     weights = class_weights([e.label for e in splits["train"]], list(SCICITE_LABELS), cfg.loss, cfg.beta)
     best, dev_history, log_history = fit_and_select(
-        model, tokenizer, train_ds, DataCollatorWithPadding(tokenizer), weights,
-        lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], "macro_f1", cfg, seed, work_dir, model_dir,
-        data=[(e.text, e.label) for sp in ("train", "dev") for e in splits[sp]])
+        model,
+        tokenizer,
+        train_ds,
+        DataCollatorWithPadding(tokenizer),
+        weights,
+        lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0],
+        "macro_f1",
+        cfg,
+        seed,
+        work_dir,
+        model_dir,
+        data=[(e.text, e.label) for sp in ("train", "dev") for e in splits[sp]],
+    )
     test_metrics, pred, probs = evaluate(model, tokenizer, splits["test"], id2label, cfg)
-    return model, {"best_epoch": best["epoch"], "dev": best["metrics"], "test": test_metrics,
-                   "dev_per_epoch": [{k: v for k, v in h.items() if k not in ("per_class", "confusion_matrix")}
-                                     for h in dev_history]}, (pred, probs), log_history
+    return (
+        model,
+        {
+            "best_epoch": best["epoch"],
+            "dev": best["metrics"],
+            "test": test_metrics,
+            "dev_per_epoch": [
+                {k: v for k, v in h.items() if k not in ("per_class", "confusion_matrix")} for h in dev_history
+            ],
+        },
+        (pred, probs),
+        log_history,
+    )
 
 
-def run_finetune_scicite(data_dir: str | Path, model_dir: str | Path, cfg: FinetuneSciciteConfig, work_dir: str | Path) -> SciciteResult:
+def run_finetune_scicite(
+    data_dir: str | Path, model_dir: str | Path, cfg: FinetuneSciciteConfig, work_dir: str | Path
+) -> SciciteResult:
     from transformers import AutoTokenizer
 
     start = time.perf_counter()
@@ -88,23 +124,40 @@ def run_finetune_scicite(data_dir: str | Path, model_dir: str | Path, cfg: Finet
     truncated = sum(len(ids) > cfg.max_length for ids in tokenizer([e.text for e in splits["test"]])["input_ids"])
     per_seed, first = {}, None
     for seed in cfg.seeds:
-        model, m, pred, history = train_one_seed(Path(model_dir), tokenizer, splits, cfg, seed, Path(work_dir) / f"seed{seed}")
+        model, m, pred, history = train_one_seed(
+            Path(model_dir), tokenizer, splits, cfg, seed, Path(work_dir) / f"seed{seed}"
+        )
         per_seed[seed] = m
         if first is None:
             first = (model, pred, history)
     model, (pred, probs), history = first
     head = per_seed[cfg.seeds[0]]
     metrics = {
-        "labels": list(SCICITE_LABELS), "seeds": list(cfg.seeds), "train_examples": len(splits["train"]),
+        "labels": list(SCICITE_LABELS),
+        "seeds": list(cfg.seeds),
+        "train_examples": len(splits["train"]),
         "best_epoch": head["best_epoch"],
-        "dev": head["dev"], "test": head["test"], "dev_per_epoch": head["dev_per_epoch"],
-        "test_truncated_texts": truncated, "wall_seconds": round(time.perf_counter() - start, 1),
+        "dev": head["dev"],
+        "test": head["test"],
+        "dev_per_epoch": head["dev_per_epoch"],
+        "test_truncated_texts": truncated,
+        "wall_seconds": round(time.perf_counter() - start, 1),
     }
     if len(cfg.seeds) > 1:
-        metrics["per_seed"] = {str(s): {"best_epoch": m["best_epoch"], "dev_macro_f1": m["dev"]["macro_f1"],
-                                        "accuracy": m["test"]["accuracy"], "macro_f1": m["test"]["macro_f1"]}
-                               for s, m in per_seed.items()}
-        metrics["test_over_seeds"] = aggregate_seeds({s: m["test"] for s, m in per_seed.items()}, ("accuracy", "macro_f1"))
-    rows = [{"i": i, "gold": e.label, "pred": p, "probs": [round(x, 5) for x in pr]}
-            for i, (e, p, pr) in enumerate(zip(splits["test"], pred, probs))]
+        metrics["per_seed"] = {
+            str(s): {
+                "best_epoch": m["best_epoch"],
+                "dev_macro_f1": m["dev"]["macro_f1"],
+                "accuracy": m["test"]["accuracy"],
+                "macro_f1": m["test"]["macro_f1"],
+            }
+            for s, m in per_seed.items()
+        }
+        metrics["test_over_seeds"] = aggregate_seeds(
+            {s: m["test"] for s, m in per_seed.items()}, ("accuracy", "macro_f1")
+        )
+    rows = [
+        {"i": i, "gold": e.label, "pred": p, "probs": [round(x, 5) for x in pr]}
+        for i, (e, p, pr) in enumerate(zip(splits["test"], pred, probs))
+    ]
     return SciciteResult(model, tokenizer, metrics, rows, history)

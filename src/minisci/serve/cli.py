@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from minisci.errors import MinisciError
-from minisci.precision import PRECISIONS
+from minisci.serve.precision import PRECISIONS
 
 
 def _texts(args) -> list[str]:
@@ -44,47 +44,67 @@ def _emit(rows: list, jsonl: bool, human) -> None:
 
 
 def cmd_ner(args) -> None:
-    from minisci.inference import tag, token_classifier
+    from minisci.serve.inference import tag, token_classifier
 
     texts = _texts(args)
     pipe = token_classifier(args.model, precision=args.precision)
     with _progress(None, "tagging", unit="window") as bar:
         results = tag(pipe, texts, args.batch_size, progress=bar.update)
-    _emit([{"text": t, "entities": e} for t, e in zip(texts, results)], args.jsonl,
-          lambda r: "\n".join([r["text"]] + [f"  {e['start']}-{e['end']}\t{e['entity_group']}\t{e['score']:.3f}\t{e['word']}"
-                                             for e in r["entities"]]))
+    _emit(
+        [{"text": t, "entities": e} for t, e in zip(texts, results)],
+        args.jsonl,
+        lambda r: "\n".join(
+            [r["text"]]
+            + [f"  {e['start']}-{e['end']}\t{e['entity_group']}\t{e['score']:.3f}\t{e['word']}" for e in r["entities"]]
+        ),
+    )
 
 
 def cmd_cite(args) -> None:
-    from minisci.inference import classify, text_classifier
+    from minisci.serve.inference import classify, text_classifier
 
     texts = _texts(args)
     pipe = text_classifier(args.model, precision=args.precision)
     with _progress(len(texts), "classifying") as bar:
         results = classify(pipe, texts, args.batch_size, progress=bar.update)
-    _emit([{"text": t, **r} for t, r in zip(texts, results)], args.jsonl,
-          lambda r: f"{r['label']}\t{r['score']:.3f}\t{r['text']}")
+    _emit(
+        [{"text": t, **r} for t, r in zip(texts, results)],
+        args.jsonl,
+        lambda r: f"{r['label']}\t{r['score']:.3f}\t{r['text']}",
+    )
 
 
 def cmd_index(args) -> None:
-    from minisci.embeddings import build_index, read_collection
+    from minisci.serve.search import build_index, read_collection
 
     docs = read_collection(args.docs)
     with _progress(None, "embedding", unit="window") as bar:
-        info = build_index(args.model, docs, args.out, args.batch_size, args.max_length, progress=bar.update,
-                           precision=args.precision, max_tokens=args.max_tokens)
-    print(json.dumps(info) if args.jsonl else f"indexed {info['documents']} documents ({info['dimension']}-d) -> {args.out}")
+        info = build_index(
+            args.model,
+            docs,
+            args.out,
+            args.batch_size,
+            args.max_length,
+            progress=bar.update,
+            precision=args.precision,
+            max_tokens=args.max_tokens,
+        )
+    print(
+        json.dumps(info)
+        if args.jsonl
+        else f"indexed {info['documents']} documents ({info['dimension']}-d) -> {args.out}"
+    )
 
 
 def cmd_search(args) -> None:
-    from minisci.embeddings import search
+    from minisci.serve.search import search
 
     hits = search(args.index, " ".join(args.query), args.k)
     _emit(hits, args.jsonl, lambda h: f"{h['rank']:>3}  {h['score']:.4f}  {h['id']}  {h['title']}")
 
 
 def cmd_reviewers(args) -> None:
-    from minisci.embeddings import recommend_reviewers
+    from minisci.serve.search import recommend_reviewers
 
     path = Path(args.abstract)
     if not path.is_file():
@@ -97,10 +117,14 @@ def cmd_reviewers(args) -> None:
 
 
 def add_precision(sp, extra: str = "") -> None:
-    sp.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                    help="fp32: exactly the transformers pipeline; bf16: encoder matmuls in bfloat16 (about 1.7x faster "
-                         "on CPUs with native bf16, near-identical output); int8: dynamic quantisation (CPU, fastest, "
-                         "small accuracy change). See benchmarks/inference_speed.py. " + extra)
+    sp.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="fp32: exactly the transformers pipeline; bf16: encoder matmuls in bfloat16 (about 1.7x faster "
+        "on CPUs with native bf16, near-identical output); int8: dynamic quantisation (CPU, fastest, "
+        "small accuracy change). See benchmarks/inference_speed.py. " + extra,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,8 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--jsonl", action="store_true", help="one JSON object per line")
         return sp
 
-    for name, fn, help_ in (("ner", cmd_ner, "tag biomedical entities (character offsets, type, score)"),
-                            ("cite", cmd_cite, "classify citation intent: background / method / result")):
+    for name, fn, help_ in (
+        ("ner", cmd_ner, "tag biomedical entities (character offsets, type, score)"),
+        ("cite", cmd_cite, "classify citation intent: background / method / result"),
+    ):
         sp = add(name, fn, help_)
         sp.add_argument("text", nargs="*", help="texts (default: --file or standard input, one per line)")
         sp.add_argument("--model", required=True, help="fine-tuned model directory")
@@ -126,8 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--docs", required=True, help="JSONL documents")
     sp.add_argument("--out", required=True, help="index directory to create")
     sp.add_argument("--batch-size", type=int, default=64, help="windows per batch at most")
-    sp.add_argument("--max-tokens", type=int, default=2048,
-                    help="padded word pieces per batch at most (small batches of long windows are faster on CPU; raise on a GPU)")
+    sp.add_argument(
+        "--max-tokens",
+        type=int,
+        default=2048,
+        help="padded word pieces per batch at most (small batches of long windows are faster on CPU; raise on a GPU)",
+    )
     sp.add_argument("--max-length", type=int, default=256, help="word pieces per window; longer texts are windowed")
     add_precision(sp, "queries to the index use the same precision")
     sp = add("search", cmd_search, "top-k documents of an index for a query, with cosine scores")
@@ -138,9 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("abstract", help="file holding the abstract")
     sp.add_argument("--index", required=True)
     sp.add_argument("-k", type=int, default=10)
-    sp.add_argument("--exclude", action="append", default=[], help="author to exclude (conflict of interest); repeatable")
-    sp.add_argument("--aggregation", choices=("max", "mean_top3"), default="max",
-                    help="author score: best paper (max) or mean of the three best papers")
+    sp.add_argument(
+        "--exclude", action="append", default=[], help="author to exclude (conflict of interest); repeatable"
+    )
+    sp.add_argument(
+        "--aggregation",
+        choices=("max", "mean_top3"),
+        default="max",
+        help="author score: best paper (max) or mean of the three best papers",
+    )
     return p
 
 

@@ -22,10 +22,10 @@ from seqeval.metrics import accuracy_score, classification_report
 from seqeval.scheme import IOB2
 
 from minisci.config import FinetuneNerConfig
-from minisci.crf import BertCrfForTokenClassification
+from minisci.data.readers import NerSentence, load_ner_split, spans, to_iob2
 from minisci.errors import MinisciError
-from minisci.finetune import aggregate_seeds, class_weights, fit_and_select, sorted_logits, subsample
-from minisci.readers import NerSentence, load_ner_split, spans, to_iob2
+from minisci.finetune.common import aggregate_seeds, class_weights, fit_and_select, sorted_logits, subsample
+from minisci.finetune.crf import BertCrfForTokenClassification
 
 IGNORE = -100
 
@@ -83,7 +83,9 @@ def encode_sentences(sentences, tokenizer, label2id: dict[str, int] | None, max_
                 labels.extend([tag_id] + [IGNORE] * (len(p) - 1))
             ids.append(tokenizer.sep_token_id)
             labels.append(IGNORE)
-            feats.append({"input_ids": ids, "labels": labels, "sentence": si, "word_start": start, "first_positions": firsts})
+            feats.append(
+                {"input_ids": ids, "labels": labels, "sentence": si, "word_start": start, "first_positions": firsts}
+            )
     return feats
 
 
@@ -91,8 +93,9 @@ def argmax_decode(emissions: torch.Tensor) -> list[int]:
     return emissions.argmax(-1).tolist()
 
 
-def merge_predictions(feats: list[dict], logits: list[torch.Tensor], n_words: list[int], id2label: dict[int, str],
-                      decode=argmax_decode) -> list[list[str]]:
+def merge_predictions(
+    feats: list[dict], logits: list[torch.Tensor], n_words: list[int], id2label: dict[int, str], decode=argmax_decode
+) -> list[list[str]]:
     """One valid IOB2 tag per word: each window's first-piece emissions are decoded (argmax, or
     the CRF's Viterbi) and merged back into their sentences."""
     tags: list[list[str | None]] = [[None] * n for n in n_words]
@@ -116,23 +119,33 @@ def ner_metrics(gold: list[list[str]], pred: list[list[str]]) -> dict:
     """Entity-level micro/macro P/R/F1 (strict IOB2), per-type P/R/F1, token accuracy."""
     report = classification_report(gold, pred, mode="strict", scheme=IOB2, output_dict=True, zero_division=0)
     out = {
-        "precision": report["micro avg"]["precision"], "recall": report["micro avg"]["recall"],
-        "f1": report["micro avg"]["f1-score"], "macro_precision": report["macro avg"]["precision"],
-        "macro_recall": report["macro avg"]["recall"], "macro_f1": report["macro avg"]["f1-score"],
+        "precision": report["micro avg"]["precision"],
+        "recall": report["micro avg"]["recall"],
+        "f1": report["micro avg"]["f1-score"],
+        "macro_precision": report["macro avg"]["precision"],
+        "macro_recall": report["macro avg"]["recall"],
+        "macro_f1": report["macro avg"]["f1-score"],
         "token_accuracy": accuracy_score(gold, pred),
         "entities_gold": int(report["micro avg"]["support"]),
         "entities_predicted": sum(len(spans(p)) for p in pred),
     }
     out = {k: round(float(v), 4) if isinstance(v, float) else v for k, v in out.items()}
     out["per_type"] = {
-        t: {"precision": round(float(r["precision"]), 4), "recall": round(float(r["recall"]), 4),
-            "f1": round(float(r["f1-score"]), 4), "support": int(r["support"])}
-        for t, r in sorted(report.items()) if t not in ("micro avg", "macro avg", "weighted avg")
+        t: {
+            "precision": round(float(r["precision"]), 4),
+            "recall": round(float(r["recall"]), 4),
+            "f1": round(float(r["f1-score"]), 4),
+            "support": int(r["support"]),
+        }
+        for t, r in sorted(report.items())
+        if t not in ("micro avg", "macro avg", "weighted avg")
     }
     return out
 
 
-def predict(model, tokenizer, sentences: list[NerSentence], id2label: dict[int, str], max_length: int, batch_size: int) -> list[list[str]]:
+def predict(
+    model, tokenizer, sentences: list[NerSentence], id2label: dict[int, str], max_length: int, batch_size: int
+) -> list[list[str]]:
     from transformers import DataCollatorWithPadding
 
     feats = encode_sentences(sentences, tokenizer, None, max_length)
@@ -142,7 +155,9 @@ def predict(model, tokenizer, sentences: list[NerSentence], id2label: dict[int, 
     return merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label, decode)
 
 
-def evaluate(model, tokenizer, sentences: list[NerSentence], id2label, cfg: FinetuneNerConfig) -> tuple[dict, list[list[str]]]:
+def evaluate(
+    model, tokenizer, sentences: list[NerSentence], id2label, cfg: FinetuneNerConfig
+) -> tuple[dict, list[list[str]]]:
     pred = predict(model, tokenizer, sentences, id2label, cfg.max_length, cfg.eval_batch_size)
     gold = [list(s.tags) for s in sentences]
     metrics = ner_metrics(gold, pred)
@@ -164,32 +179,63 @@ class NerResult:
     log_history: list[dict]
 
 
-def train_one_seed(model_dir: Path, tokenizer, splits: dict, labels: list[str], cfg: FinetuneNerConfig, seed: int, work_dir: Path):
+def train_one_seed(
+    model_dir: Path, tokenizer, splits: dict, labels: list[str], cfg: FinetuneNerConfig, seed: int, work_dir: Path
+):
     from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, set_seed
 
     set_seed(seed)  # the classifier head's initialisation
     id2label = dict(enumerate(labels))
     model_cls = BertCrfForTokenClassification if cfg.crf else AutoModelForTokenClassification
     model = model_cls.from_pretrained(
-        model_dir, num_labels=len(labels), id2label=id2label, label2id={l: i for i, l in id2label.items()},
-        use_safetensors=True, local_files_only=True, trust_remote_code=False,
+        model_dir,
+        num_labels=len(labels),
+        id2label=id2label,
+        label2id={l: i for i, l in id2label.items()},
+        use_safetensors=True,
+        local_files_only=True,
+        trust_remote_code=False,
     )
-    train_feats = [{"input_ids": f["input_ids"], "labels": f["labels"]}
-                   for f in encode_sentences(splits["train"], tokenizer, model.config.label2id, cfg.max_length)]
+    train_feats = [
+        {"input_ids": f["input_ids"], "labels": f["labels"]}
+        for f in encode_sentences(splits["train"], tokenizer, model.config.label2id, cfg.max_length)
+    ]
     import datasets
 
     train_ds = datasets.Dataset.from_list(train_feats)
     weights = class_weights([t for s in splits["train"] for t in s.tags], labels, cfg.loss, cfg.beta)
     best, dev_history, log_history = fit_and_select(
-        model, tokenizer, train_ds, DataCollatorForTokenClassification(tokenizer), weights,
-        lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0], "f1", cfg, seed, work_dir, model_dir,
-        data=[(s.tokens, s.tags) for sp in ("train", "dev") for s in splits[sp]])
+        model,
+        tokenizer,
+        train_ds,
+        DataCollatorForTokenClassification(tokenizer),
+        weights,
+        lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0],
+        "f1",
+        cfg,
+        seed,
+        work_dir,
+        model_dir,
+        data=[(s.tokens, s.tags) for sp in ("train", "dev") for s in splits[sp]],
+    )
     test_metrics, test_pred = evaluate(model, tokenizer, splits["test"], id2label, cfg)
-    return model, {"best_epoch": best["epoch"], "dev": best["metrics"], "test": test_metrics,
-                   "dev_per_epoch": dev_history, "class_weights": weights}, test_pred, log_history
+    return (
+        model,
+        {
+            "best_epoch": best["epoch"],
+            "dev": best["metrics"],
+            "test": test_metrics,
+            "dev_per_epoch": dev_history,
+            "class_weights": weights,
+        },
+        test_pred,
+        log_history,
+    )
 
 
-def run_finetune_ner(dataset: str, data_dir: str | Path, model_dir: str | Path, cfg: FinetuneNerConfig, work_dir: str | Path) -> NerResult:
+def run_finetune_ner(
+    dataset: str, data_dir: str | Path, model_dir: str | Path, cfg: FinetuneNerConfig, work_dir: str | Path
+) -> NerResult:
     from transformers import AutoTokenizer
 
     start = time.perf_counter()
@@ -204,23 +250,40 @@ def run_finetune_ner(dataset: str, data_dir: str | Path, model_dir: str | Path, 
     # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
     per_seed, first = {}, None
     for seed in cfg.seeds:
-        model, m, pred, history = train_one_seed(Path(model_dir), tokenizer, splits, labels, cfg, seed, Path(work_dir) / f"seed{seed}")
+        model, m, pred, history = train_one_seed(
+            Path(model_dir), tokenizer, splits, labels, cfg, seed, Path(work_dir) / f"seed{seed}"
+        )
         per_seed[seed] = m
         if first is None:
             first = (model, pred, history)
     model, pred, history = first
     head = per_seed[cfg.seeds[0]]
     metrics = {
-        "dataset": dataset, "labels": labels, "seeds": list(cfg.seeds), "train_sentences": len(splits["train"]),
-        "best_epoch": head["best_epoch"], "dev": head["dev"], "test": head["test"],
+        "dataset": dataset,
+        "labels": labels,
+        "seeds": list(cfg.seeds),
+        "train_sentences": len(splits["train"]),
+        "best_epoch": head["best_epoch"],
+        "dev": head["dev"],
+        "test": head["test"],
         "dev_per_epoch": head["dev_per_epoch"],
         "test_entities_reader": sum(len(spans(s.tags)) for s in splits["test"]),
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
     if len(cfg.seeds) > 1:
-        metrics["per_seed"] = {str(s): {"best_epoch": m["best_epoch"], "dev_f1": m["dev"]["f1"], **{k: m["test"][k] for k in ("precision", "recall", "f1")}}
-                               for s, m in per_seed.items()}
-        metrics["test_over_seeds"] = aggregate_seeds({s: m["test"] for s, m in per_seed.items()}, ("precision", "recall", "f1", "macro_f1"))
-    rows = [{"sentence": i, "tokens": list(s.tokens), "gold": list(s.tags), "pred": p}
-            for i, (s, p) in enumerate(zip(splits["test"], pred))]
+        metrics["per_seed"] = {
+            str(s): {
+                "best_epoch": m["best_epoch"],
+                "dev_f1": m["dev"]["f1"],
+                **{k: m["test"][k] for k in ("precision", "recall", "f1")},
+            }
+            for s, m in per_seed.items()
+        }
+        metrics["test_over_seeds"] = aggregate_seeds(
+            {s: m["test"] for s, m in per_seed.items()}, ("precision", "recall", "f1", "macro_f1")
+        )
+    rows = [
+        {"sentence": i, "tokens": list(s.tokens), "gold": list(s.tags), "pred": p}
+        for i, (s, p) in enumerate(zip(splits["test"], pred))
+    ]
     return NerResult(model, tokenizer, metrics, rows, history)

@@ -68,7 +68,9 @@ def apply_precision(model: nn.Module, precision: str) -> nn.Module:
     device = next(model.parameters()).device
     if precision == "bf16":
         if device.type == "cpu" and not native_bf16():
-            warnings.warn("this CPU has no native bf16 matrix products; --precision bf16 will be slower than fp32", stacklevel=2)
+            warnings.warn(
+                "this CPU has no native bf16 matrix products; --precision bf16 will be slower than fp32", stacklevel=2
+            )
         if _swap_linears(encoder) == 0:
             raise MinisciError("--precision bf16: the model has no Linear layers to convert")
         return model

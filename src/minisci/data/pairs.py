@@ -19,25 +19,11 @@ import random
 from pathlib import Path
 
 from minisci.config import MakePairsConfig
-from minisci.errors import DataFormatError, MinisciError
-from minisci.io import iter_jsonl
+from minisci.data.readers import read_documents
+from minisci.errors import MinisciError
 
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face BertForPreTraining convention
 MIN_SHORT_WORDS = 8  # smallest budget drawn for a "short" example
-
-
-def read_documents(path: str | Path) -> list[dict]:
-    docs = []
-    for lineno, obj in iter_jsonl(path):
-        sents = obj.get("sentences")
-        if not isinstance(obj.get("id"), str) or not isinstance(sents, list) or not sents:
-            raise DataFormatError(path, lineno, "expected {'id': str, 'sentences': [str, ...]} with at least one sentence")
-        if not all(isinstance(s, str) and s.strip() for s in sents):
-            raise DataFormatError(path, lineno, "every sentence must be a non-empty string")
-        docs.append(obj)
-    if len(docs) < 2:
-        raise DataFormatError(path, None, f"need at least 2 documents to build NotNext pairs, found {len(docs)}")
-    return docs
 
 
 def _n_words(sents: list[str]) -> int:
@@ -139,9 +125,13 @@ def make_pairs(documents: str | Path, cfg: MakePairsConfig) -> tuple[list[dict],
     train = build_pairs(train_docs, cfg.n_pairs, cfg, random.Random(f"{cfg.seed}-train"))
     held = build_pairs(held_docs, cfg.n_heldout_pairs, cfg, random.Random(f"{cfg.seed}-heldout"))
     domain_of = {d["id"]: d.get("domain", "unknown") for d in docs}
-    return train, held, {
-        "train": pair_stats(train, domain_of),
-        "heldout": pair_stats(held, domain_of),
-        "train_docs": len(train_docs),
-        "heldout_docs": len(held_docs),
-    }
+    return (
+        train,
+        held,
+        {
+            "train": pair_stats(train, domain_of),
+            "heldout": pair_stats(held, domain_of),
+            "train_docs": len(train_docs),
+            "heldout_docs": len(held_docs),
+        },
+    )

@@ -98,9 +98,7 @@ def fetch_one(entry: ManifestEntry, mirror: Path | None, dest: Path, timeout: fl
         raise FetchError(f"{entry.path}: {where}, and it has no public URL to download from")
     digest = sha256_file(dest)
     if digest != entry.sha256:
-        raise FetchError(
-            f"{entry.path}: sha256 mismatch (from {origin}): expected {entry.sha256}, got {digest}"
-        )
+        raise FetchError(f"{entry.path}: sha256 mismatch (from {origin}): expected {entry.sha256}, got {digest}")
     return origin
 
 

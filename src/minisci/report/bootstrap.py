@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minisci.readers import spans
+from minisci.data.readers import spans
 
 
 def ner_counts(rows: list[dict]) -> np.ndarray:

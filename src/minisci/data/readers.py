@@ -99,12 +99,16 @@ def read_conll(path: str | Path) -> list[NerSentence]:
             if ncols is None:
                 if len(fields) not in (2, 4):
                     raise DataFormatError(
-                        path, lineno, f"expected 2 or 4 tab-separated columns (token ... tag), got {len(fields)}: {line!r}"
+                        path,
+                        lineno,
+                        f"expected 2 or 4 tab-separated columns (token ... tag), got {len(fields)}: {line!r}",
                     )
                 ncols = len(fields)
             if len(fields) != ncols:
                 raise DataFormatError(
-                    path, lineno, f"expected {ncols} tab-separated columns like the lines before, got {len(fields)}: {line!r}"
+                    path,
+                    lineno,
+                    f"expected {ncols} tab-separated columns like the lines before, got {len(fields)}: {line!r}",
                 )
             token, tag = fields[0], fields[-1]
             if not token or any(c.isspace() for c in token):
@@ -224,3 +228,54 @@ def scicite_to_dataset(examples: list[CitationExample]):
     import datasets
 
     return datasets.Dataset.from_dict({"text": [e.text for e in examples], "label": [e.label for e in examples]})
+
+
+# Pretraining documents -------------------------------------------------------------------------------
+
+POOLS = {"biomedical": "corpus/biomedical.jsonl", "general": "corpus/general.jsonl"}
+
+
+@dataclasses.dataclass
+class Document:
+    id: str
+    source: str
+    domain: str  # biomedical | general | tapt
+    kind: str
+    title: str
+    text: str
+    eval_overlap: bool = False
+    sentences: list[str] | None = None  # pre-split (TAPT NER documents); else filled by Punkt
+
+
+def load_pool(path: str | Path, domain: str) -> list[Document]:
+    docs = []
+    for lineno, obj in iter_jsonl(path):
+        for key, tp in (("id", str), ("text", str), ("source", str), ("kind", str), ("eval_overlap", bool)):
+            if not isinstance(obj.get(key), tp):
+                raise DataFormatError(path, lineno, f"expected field '{key}' of type {tp.__name__}")
+        if not obj["text"].strip():
+            raise DataFormatError(path, lineno, "empty 'text'")
+        docs.append(
+            Document(
+                obj["id"], obj["source"], domain, obj["kind"], obj.get("title") or "", obj["text"], obj["eval_overlap"]
+            )
+        )
+    if not docs:
+        raise DataFormatError(path, None, "pool file is empty")
+    return docs
+
+
+def read_documents(path: str | Path) -> list[dict]:
+    docs = []
+    for lineno, obj in iter_jsonl(path):
+        sents = obj.get("sentences")
+        if not isinstance(obj.get("id"), str) or not isinstance(sents, list) or not sents:
+            raise DataFormatError(
+                path, lineno, "expected {'id': str, 'sentences': [str, ...]} with at least one sentence"
+            )
+        if not all(isinstance(s, str) and s.strip() for s in sents):
+            raise DataFormatError(path, lineno, "every sentence must be a non-empty string")
+        docs.append(obj)
+    if len(docs) < 2:
+        raise DataFormatError(path, None, f"need at least 2 documents to build NotNext pairs, found {len(docs)}")
+    return docs

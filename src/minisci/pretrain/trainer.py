@@ -20,11 +20,12 @@ from pathlib import Path
 import torch
 from transformers import Trainer
 
-from minisci.collator import EpochCallback, MlmNspCollator, encode_pair
+from minisci.batching import length_batches
 from minisci.config import ModelConfig, PretrainConfig
 from minisci.errors import DataFormatError
 from minisci.io import iter_jsonl, sha256_file
-from minisci.modeling import load_pretraining_model, load_tokenizer
+from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
+from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.training import checkpoint_to_resume, fingerprint, training_arguments
 
 HEAD_PREFIX = "cls."  # BertForPreTraining's MLM transform and NSP classifier
@@ -63,8 +64,14 @@ def tokenize_pairs(rows: list[dict], tokenizer, max_length: int):
     import datasets
 
     ds = datasets.Dataset.from_dict({k: [r[k] for r in rows] for k in ("a", "b", "label")})
-    return ds.map(encode_batch, batched=True, with_indices=True, remove_columns=["a", "b", "label"],
-                  fn_kwargs={"tokenizer": tokenizer, "max_length": max_length}, desc="tokenising pairs")
+    return ds.map(
+        encode_batch,
+        batched=True,
+        with_indices=True,
+        remove_columns=["a", "b", "label"],
+        fn_kwargs={"tokenizer": tokenizer, "max_length": max_length},
+        desc="tokenising pairs",
+    )
 
 
 # 2. the trainer -------------------------------------------------------------------------------------
@@ -112,14 +119,19 @@ class PretrainTrainer(Trainer):
             groups = []
             for is_head in (False, True):
                 for with_decay in (True, False):
-                    params = [p for n, p in model.named_parameters()
-                              if n.startswith(HEAD_PREFIX) == is_head and (n in decay) == with_decay]
-                    groups.append({
-                        "params": params,
-                        "weight_decay": self.cfg.weight_decay if with_decay else 0.0,
-                        "lr": self.cfg.head_learning_rate if is_head else self.cfg.learning_rate,
-                        "is_head": is_head,
-                    })
+                    params = [
+                        p
+                        for n, p in model.named_parameters()
+                        if n.startswith(HEAD_PREFIX) == is_head and (n in decay) == with_decay
+                    ]
+                    groups.append(
+                        {
+                            "params": params,
+                            "weight_decay": self.cfg.weight_decay if with_decay else 0.0,
+                            "lr": self.cfg.head_learning_rate if is_head else self.cfg.learning_rate,
+                            "is_head": is_head,
+                        }
+                    )
             self.optimizer = torch.optim.AdamW(groups, lr=self.cfg.learning_rate, betas=(0.9, 0.999), eps=1e-8)
         return self.optimizer
 
@@ -171,11 +183,10 @@ def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict
     collator = MlmNspCollator(tokenizer, cfg.mlm_probability, cfg.whole_word_masking, seed=cfg.seed, epoch=-1)
     model.eval()
     device = next(model.parameters()).device
-    order = sorted(range(len(dataset)), key=lambda i: dataset[i]["length"])
     mlm_sum = nsp_sum = 0.0
     mlm_correct = n_masked = nsp_correct = 0
-    for start in range(0, len(order), cfg.eval_batch_size):
-        feats = [dataset[i] for i in order[start : start + cfg.eval_batch_size]]
+    for idx in length_batches(list(dataset["length"]), cfg.eval_batch_size):
+        feats = [dataset[i] for i in idx]
         batch = {k: v.to(device) for k, v in collator(feats).items()}
         nsp_labels = batch.pop("next_sentence_label")
         out = model(**batch)
@@ -209,14 +220,25 @@ class PretrainResult:
     is_main_process: bool
 
 
-def run_pretraining(pairs_dir: str | Path, model_cfg: ModelConfig, cfg: PretrainConfig, ckpt_dir: str | Path) -> PretrainResult:
+def run_pretraining(
+    pairs_dir: str | Path, model_cfg: ModelConfig, cfg: PretrainConfig, ckpt_dir: str | Path
+) -> PretrainResult:
     pairs_dir = Path(pairs_dir)
     start = time.perf_counter()
     args = training_arguments(
-        ckpt_dir, seed=cfg.seed, batch_size=cfg.batch_size, grad_accum=cfg.grad_accum,
-        learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay, precision=cfg.precision,
-        max_steps=cfg.max_steps, epochs=cfg.epochs, logging_steps=cfg.logging_steps,
-        save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit, eval_batch_size=cfg.eval_batch_size,
+        ckpt_dir,
+        seed=cfg.seed,
+        batch_size=cfg.batch_size,
+        grad_accum=cfg.grad_accum,
+        learning_rate=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+        precision=cfg.precision,
+        max_steps=cfg.max_steps,
+        epochs=cfg.epochs,
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        eval_batch_size=cfg.eval_batch_size,
     )
     # 1. data
     tokenizer = load_tokenizer(model_cfg)
@@ -237,13 +259,22 @@ def run_pretraining(pairs_dir: str | Path, model_cfg: ModelConfig, cfg: Pretrain
     before = evaluate_pretraining(model.to(args.device), held_ds, tokenizer, cfg)
 
     # 4. train
-    collator = MlmNspCollator(tokenizer, cfg.mlm_probability, cfg.whole_word_masking, pad_to_multiple_of=8, seed=cfg.seed)
+    collator = MlmNspCollator(
+        tokenizer, cfg.mlm_probability, cfg.whole_word_masking, pad_to_multiple_of=8, seed=cfg.seed
+    )
     trainer = PretrainTrainer(
-        model=model, args=args, train_dataset=train_ds, processing_class=tokenizer, cfg=cfg,
-        data_collator=collator, callbacks=[EpochCallback(collator)],
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        processing_class=tokenizer,
+        cfg=cfg,
+        data_collator=collator,
+        callbacks=[EpochCallback(collator)],
     )
     # Read before training: checkpoint rotation may delete the resume checkpoint.
-    tokens_at_resume = json.loads((resume / "trainer_state.json").read_text()).get("num_input_tokens_seen", 0) if resume else 0
+    tokens_at_resume = (
+        json.loads((resume / "trainer_state.json").read_text()).get("num_input_tokens_seen", 0) if resume else 0
+    )
     train_out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
 
     # 5. the adapted model

@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from minisci.config import FinetuneEmbeddingsConfig
-from minisci.corpus import POOLS, load_pool
-from minisci.embeddings import embed, load_encoder
+from minisci.data.readers import POOLS, load_pool, read_documents
+from minisci.encoding import embed, load_encoder
 from minisci.errors import MinisciError
-from minisci.pairs import read_documents
 from minisci.training import training_arguments
 
 
@@ -36,7 +35,9 @@ def title_abstract_pairs(raw_dir: str | Path, documents: str | Path) -> list[dic
 def split_pairs(pairs: list[dict], cfg: FinetuneEmbeddingsConfig) -> tuple[list[dict], list[dict]]:
     need = cfg.n_eval + 1
     if len(pairs) < need:
-        raise MinisciError(f"finetune_embeddings: only {len(pairs)} title/abstract pairs; need more than n_eval={cfg.n_eval}")
+        raise MinisciError(
+            f"finetune_embeddings: only {len(pairs)} title/abstract pairs; need more than n_eval={cfg.n_eval}"
+        )
     order = list(range(len(pairs)))
     random.Random(cfg.seed).shuffle(order)
     held = [pairs[i] for i in order[: cfg.n_eval]]
@@ -65,23 +66,41 @@ def evaluate_encoder(model_dir: str | Path, held: list[dict], cfg: FinetuneEmbed
 
 def train_embeddings(model_dir: str | Path, train: list[dict], cfg: FinetuneEmbeddingsConfig, work_dir: str | Path):
     import datasets
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+        losses,
+    )
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from sentence_transformers.training_args import BatchSamplers
 
     # Mean pooling over a plain Hugging Face encoder (our adapted model has no sentence-transformers config).
     word = Transformer(str(model_dir), max_seq_length=cfg.max_length)
-    model = SentenceTransformer(modules=[word, Pooling(word.get_embedding_dimension(), pooling_mode="mean")], device="cpu")
+    model = SentenceTransformer(
+        modules=[word, Pooling(word.get_embedding_dimension(), pooling_mode="mean")], device="cpu"
+    )
     args = training_arguments(
-        work_dir, seed=cfg.seed, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate, weight_decay=0.01,
-        precision=cfg.precision, epochs=cfg.epochs, warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps,
-        group_by_length=False, args_cls=SentenceTransformerTrainingArguments,
+        work_dir,
+        seed=cfg.seed,
+        batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        weight_decay=0.01,
+        precision=cfg.precision,
+        epochs=cfg.epochs,
+        warmup=cfg.warmup_ratio,
+        logging_steps=cfg.logging_steps,
+        group_by_length=False,
+        args_cls=SentenceTransformerTrainingArguments,
         batch_sampler=BatchSamplers.NO_DUPLICATES,  # a duplicate in the batch would be a false negative
         include_num_input_tokens_seen="no",  # cannot find a SentenceTransformer's input; would warn every step
     )
-    ds = datasets.Dataset.from_dict({"anchor": [p["anchor"] for p in train], "positive": [p["positive"] for p in train]})
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds,
-                                         loss=losses.MultipleNegativesRankingLoss(model, scale=cfg.scale))
+    ds = datasets.Dataset.from_dict(
+        {"anchor": [p["anchor"] for p in train], "positive": [p["positive"] for p in train]}
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=ds, loss=losses.MultipleNegativesRankingLoss(model, scale=cfg.scale)
+    )
     trainer.train()
     return model, trainer.state.log_history
 
@@ -99,7 +118,9 @@ def run_finetune_embeddings(raw_dir, documents, encoder_dir, baseline_dir, cfg: 
         "baseline": evaluate_encoder(baseline_dir, held, cfg),
         "encoder": evaluate_encoder(encoder_dir, held, cfg),
         "finetuned": evaluate_encoder(tuned_dir, held, cfg),
-        "train_pairs": len(train), "eval_pairs": len(held), "encoder_dir": str(encoder_dir),
+        "train_pairs": len(train),
+        "eval_pairs": len(held),
+        "encoder_dir": str(encoder_dir),
     }
     metrics["delta_mrr_at_10"] = round(metrics["finetuned"]["mrr_at_10"] - metrics["encoder"]["mrr_at_10"], 4)
     metrics["wall_seconds"] = round(time.perf_counter() - start, 1)

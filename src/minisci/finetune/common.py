@@ -17,8 +17,9 @@ import torch
 from safetensors.torch import load_model, save_model
 from transformers import Trainer, TrainerCallback
 
-from minisci.errors import MinisciError
+from minisci.batching import length_batches
 from minisci.cards import write_model_card
+from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
 from minisci.training import checkpoint_to_resume, fingerprint, training_arguments
 
@@ -82,8 +83,9 @@ class WeightedLossTrainer(Trainer):
             loss = crf_loss(logits, labels)
             return (loss, outputs) if return_outputs else loss
         weight = self.class_weights.to(logits.device) if self.class_weights is not None else None
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                                 weight=weight, ignore_index=-100)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), weight=weight, ignore_index=-100
+        )
         return (loss, outputs) if return_outputs else loss
 
 
@@ -113,8 +115,9 @@ class DevSelection(TrainerCallback):
         metrics = self.evaluate(model)
         entry = {"epoch": round(state.epoch), "step": state.global_step, **metrics}
         self.history.append(entry)
-        state.log_history.append({"step": state.global_step, **{f"dev_{k}": v for k, v in metrics.items()
-                                                               if isinstance(v, (int, float))}})
+        state.log_history.append(
+            {"step": state.global_step, **{f"dev_{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}}
+        )
         print(f"epoch {entry['epoch']}: dev {self.key} {metrics[self.key]:.4f}", flush=True)
         if self.best is None or metrics[self.key] > self.best["metrics"][self.key]:
             self.best = {"epoch": entry["epoch"], "step": state.global_step, "metrics": metrics}
@@ -141,11 +144,16 @@ class DevSelection(TrainerCallback):
         self.best = None
         for h in self.history:  # the same rule as on_epoch_end: the first strictly best epoch
             if self.best is None or h[self.key] > self.best["metrics"][self.key]:
-                self.best = {"epoch": h["epoch"], "step": h["step"],
-                             "metrics": {k: v for k, v in h.items() if k not in ("epoch", "step")}}
+                self.best = {
+                    "epoch": h["epoch"],
+                    "step": h["step"],
+                    "metrics": {k: v for k, v in h.items() if k not in ("epoch", "step")},
+                }
         if self.best is not None and not self._weights(self.best["step"]).is_file():
-            raise MinisciError(f"{self.state_dir}: the weights of the best epoch so far are missing; "
-                               f"delete the directory to start afresh")
+            raise MinisciError(
+                f"{self.state_dir}: the weights of the best epoch so far are missing; "
+                f"delete the directory to start afresh"
+            )
         self._drop_weights(keep=self.best["step"] if self.best else None, above=step)
 
     def restore(self, model) -> dict:
@@ -162,20 +170,48 @@ def run_fingerprint(cfg, seed: int, model_dir: str | Path, data: object) -> str:
     return fingerprint(dataclasses.asdict(cfg), seed, weights, data)
 
 
-def fit_and_select(model, tokenizer, train_ds, collator, class_weights: list[float] | None, score_dev: Callable,
-                   key: str, cfg, seed: int, work_dir: Path, model_dir: Path, data: object) -> tuple[dict, list[dict], list[dict]]:
+def fit_and_select(
+    model,
+    tokenizer,
+    train_ds,
+    collator,
+    class_weights: list[float] | None,
+    score_dev: Callable,
+    key: str,
+    cfg,
+    seed: int,
+    work_dir: Path,
+    model_dir: Path,
+    data: object,
+) -> tuple[dict, list[dict], list[dict]]:
     """Fine-tune ``model`` with dev selection at every epoch end (``score_dev(model) -> metrics``, best by
     ``key``), resuming from the newest complete epoch checkpoint of this very run in ``work_dir``
     (checkpoints of other params, data, base model or code are discarded; ``data`` is what identifies
     the data). Loads the best epoch's weights into ``model``; returns that epoch, the dev history and
     the Trainer's log history."""
     selection = DevSelection(score_dev, key=key, state_dir=work_dir)
-    args = training_arguments(work_dir, seed=seed, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
-                              weight_decay=cfg.weight_decay, precision=cfg.precision, epochs=cfg.epochs,
-                              warmup=cfg.warmup_ratio, logging_steps=cfg.logging_steps, eval_batch_size=cfg.eval_batch_size,
-                              save_total_limit=1)
-    trainer = WeightedLossTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
-                                  data_collator=collator, class_weights=class_weights, callbacks=[selection])
+    args = training_arguments(
+        work_dir,
+        seed=seed,
+        batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+        precision=cfg.precision,
+        epochs=cfg.epochs,
+        warmup=cfg.warmup_ratio,
+        logging_steps=cfg.logging_steps,
+        eval_batch_size=cfg.eval_batch_size,
+        save_total_limit=1,
+    )
+    trainer = WeightedLossTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        processing_class=tokenizer,
+        data_collator=collator,
+        class_weights=class_weights,
+        callbacks=[selection],
+    )
     resume = checkpoint_to_resume(work_dir, run_fingerprint(cfg, seed, model_dir, data))
     step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
     selection.resume(step)  # step 0: a fresh start; clears what a run killed before its first checkpoint left
@@ -203,10 +239,8 @@ def sorted_logits(model, features: list[dict], collate: Callable, batch_size: in
     """Logits per feature, computed in length-sorted batches (little padding), in input order."""
     model.eval()
     device = next(model.parameters()).device
-    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
     out: list[torch.Tensor | None] = [None] * len(features)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    for idx in length_batches([len(f["input_ids"]) for f in features], batch_size):
         batch = collate([{"input_ids": features[i]["input_ids"]} for i in idx])
         batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         logits = model(**batch).logits.float().cpu()

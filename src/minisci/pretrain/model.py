@@ -70,8 +70,9 @@ def _sparse_pretraining_class():
         """
 
         def forward(self, input_ids, attention_mask, token_type_ids, labels, next_sentence_label=None):
-            sequence, pooled = self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                                         token_type_ids=token_type_ids, return_dict=False)[:2]
+            sequence, pooled = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, return_dict=False
+            )[:2]
             selected = labels != -100
             return {
                 "mlm_logits": self.cls.predictions(sequence[selected]),  # [n_selected, vocab]
@@ -106,5 +107,7 @@ def load_pretraining_model(cfg: ModelConfig, vocab_size: int, seed: int):
         path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
     )
     if model.config.model_type != "bert":
-        raise ModelResolutionError(f"model {cfg.base!r} is a {model.config.model_type!r} model; MLM+NSP pretraining needs BERT")
+        raise ModelResolutionError(
+            f"model {cfg.base!r} is a {model.config.model_type!r} model; MLM+NSP pretraining needs BERT"
+        )
     return model, sorted(info["missing_keys"])
