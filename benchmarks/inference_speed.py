@@ -1,7 +1,7 @@
 """Speed of `minisci ner` / `minisci cite` inference vs the transformers pipeline, agreement and scores.
 
 Usage: python benchmarks/inference_speed.py [--ner-model models/finetune_ner/bc5cdr/adapted]
-           [--cite-model models/finetune_scicite/adapted] [--n 400] [--precisions fp32 bf16 int8]
+           [--cite-model models/finetune_classification/scicite/adapted] [--n 400] [--precisions fp32 bf16 int8]
 
 All sides use the same model and the pipeline's own pre/post-processing. The reference is the
 pipeline in float32, one text at a time (its default); ours batches length-sorted texts under
@@ -23,7 +23,7 @@ from roofline import ceiling_line
 from sklearn.metrics import accuracy_score, f1_score
 from transformers.utils import logging as hf_logging
 
-from minisci.data.readers import NerSentence, load_ner_split, load_scicite_split, spans
+from minisci.data.readers import NerSentence, load_prepared, spans
 from minisci.serve.inference import classify, tag, text_classifier, token_classifier
 from minisci.serve.precision import PRECISIONS
 
@@ -66,9 +66,10 @@ def from_pipeline(task: str, outputs: list) -> list:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default="data/raw")
+    p.add_argument("--ner-data", default="data/prepared/bc5cdr", help="a prepared NER dataset (prepare_data)")
+    p.add_argument("--cite-data", default="data/prepared/scicite", help="a prepared classification dataset")
     p.add_argument("--ner-model", default="models/finetune_ner/bc5cdr/adapted")
-    p.add_argument("--cite-model", default="models/finetune_scicite/adapted")
+    p.add_argument("--cite-model", default="models/finetune_classification/scicite/adapted")
     p.add_argument("--n", type=int, default=400, help="texts timed per task")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=32)
@@ -77,8 +78,8 @@ def main(argv=None) -> None:
     hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads
     hf_logging.disable_progress_bar()
 
-    sentences = load_ner_split("bc5cdr", "test", args.data)
-    citations = load_scicite_split("test", args.data)
+    sentences = load_prepared(args.ner_data, task="ner").splits["test"]
+    citations = load_prepared(args.cite_data, task="classification").splits["test"]
     ents = lambda rows: [{(e["entity_group"], e["start"], e["end"]) for e in r} for r in rows]  # noqa: E731
     labels = lambda rows: [r["label"] for r in rows]  # noqa: E731
     tasks = {

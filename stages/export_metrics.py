@@ -1,6 +1,6 @@
 """Stage export_metrics: flat summary (metrics/summary.json), Markdown report with paired
-bootstrap and published anchors (metrics/report.md), PNG charts (plots/charts/), per-type F1
-for DVC plots (plots/per_type_f1.json).
+bootstrap and published anchors (metrics/report.md), PNG charts (plots/charts/), per-type and
+per-class F1 for DVC plots (plots/per_type_f1.json), for every dataset the fine-tuning stages ran.
 
 Usage: python stages/export_metrics.py --metrics-dir metrics --models-dir models --plots-dir plots \\
            --summary metrics/summary.json --report metrics/report.md --charts plots/charts \\
@@ -13,9 +13,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from minisci.config import ExportMetricsConfig, FinetuneNerConfig, load_section
+from minisci.config import (
+    ExportMetricsConfig,
+    FinetuneClassificationConfig,
+    FinetuneNerConfig,
+    load_catalog,
+    load_section,
+)
 from minisci.io import atomic_path, write_json
-from minisci.report.export import charts, collect, per_type_rows, report, summary
+from minisci.report.export import TASKS, charts, collect, per_type_rows, report, summary
 from minisci.stage import run_stage
 
 
@@ -32,19 +38,21 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     cfg = load_section(ExportMetricsConfig, "export_metrics", args.params)
-    datasets = load_section(FinetuneNerConfig, "finetune_ner", args.params).datasets
-    data = collect(Path(args.metrics_dir), Path(args.models_dir), cfg, datasets)
+    runs = {
+        "ner": load_section(FinetuneNerConfig, "finetune_ner", args.params).datasets,
+        "classification": load_section(FinetuneClassificationConfig, "finetune_classification", args.params).datasets,
+    }
+    data = collect(Path(args.metrics_dir), Path(args.models_dir), cfg, runs, load_catalog(args.params))
     with atomic_path(args.charts) as tmp:
         charts(data, Path(args.plots_dir), tmp)
     with atomic_path(args.report) as tmp:
         tmp.write_text(report(data, cfg), encoding="utf-8")
     write_json(args.per_type, per_type_rows(data))
-    flat = summary(data)
-    write_json(args.summary, flat)
-    for (_kind, ds), t in data["tasks"].items():
+    write_json(args.summary, summary(data))
+    for (task, ds), t in data["tasks"].items():
         b = t["bootstrap"]
         print(
-            f"export_metrics: {ds} {t['metric']} adapted - baseline = {100 * b['difference']:+.2f} "
+            f"export_metrics: {ds} {TASKS[task].metric} adapted - baseline = {100 * b['difference']:+.2f} "
             f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}], p = {b['p_value']:.3f}"
         )
 

@@ -1,7 +1,8 @@
 """Stage sample_corpus: a seeded, deduplicated, contamination-guarded sample of the pretraining
 pool at a biomedical/general ratio, split into sentences by Punkt trained on the sample.
 
-Usage: python stages/sample_corpus.py --raw data/raw --out data/corpus --metrics metrics/sample_corpus.json
+Usage: python stages/sample_corpus.py --raw data/raw --datasets data/prepared --out data/corpus \\
+           --metrics metrics/sample_corpus.json
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import sys
 import time
 
-from minisci.config import SampleCorpusConfig, load_section
+from minisci.config import SampleCorpusConfig, load_catalog, load_section
 from minisci.data.corpus import sample_corpus
 from minisci.io import atomic_path, write_json, write_jsonl
 from minisci.stage import run_stage
@@ -19,15 +20,19 @@ from minisci.stage import run_stage
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--raw", required=True, help="output of fetch_data")
+    p.add_argument("--raw", required=True, help="output of fetch_data (the pretraining pools)")
+    p.add_argument(
+        "--datasets", required=True, help="output of prepare_data: every catalogue dataset's test split is guarded"
+    )
     p.add_argument("--out", required=True, help="directory: documents.jsonl, punkt_params.json")
     p.add_argument("--metrics", required=True)
     p.add_argument("--params", default="params.yaml")
     args = p.parse_args(argv)
 
     cfg = load_section(SampleCorpusConfig, "sample_corpus", args.params)
+    names = tuple(load_catalog(args.params))
     start = time.perf_counter()
-    rows, punkt, metrics = sample_corpus(args.raw, cfg)
+    rows, punkt, metrics = sample_corpus(args.raw, args.datasets, names, cfg)
     with atomic_path(args.out) as out:
         out.mkdir()
         write_jsonl(out / "documents.jsonl", rows)

@@ -44,12 +44,11 @@ TINY_OVERRIDES = {
     "sample_corpus": {
         "n_docs": 30,
         "biomedical_ratio": 0.8,
-        "guard_datasets": ["bc5cdr", "scicite"],
         "punkt_train_chars": 200_000,
     },
     "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
     "finetune_ner": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
-    "finetune_scicite": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
+    "finetune_classification": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
     "finetune_embeddings": {
         "n_train": 16,
         "n_eval": 10,
@@ -78,13 +77,30 @@ def fixture_manifest(path: Path, mirror: Path = FIXTURE_MIRROR) -> list[Manifest
     return entries
 
 
+# The fixture mirror holds two of the catalogue's datasets; the tiny projects declare only those.
+FIXTURE_DATASETS = ("bc5cdr", "scicite")
+
+
 def tiny_params(overrides: dict | None = None) -> dict:
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params = copy.deepcopy(params)
+    params = copy.deepcopy(yaml.safe_load((REPO / "params.yaml").read_text()))
+    params["datasets"] = {k: v for k, v in params["datasets"].items() if k in FIXTURE_DATASETS}
     for layer in (TINY_OVERRIDES, overrides or {}):
         for section, values in layer.items():
             params[section].update(values)
     return params
+
+
+def prepare(raw_root: Path, name: str, out: Path) -> Path:
+    """``prepare_data`` for catalogue entry ``name`` with its files under ``raw_root`` (mirror layout)."""
+    import dataclasses
+
+    from minisci.config import load_catalog
+    from minisci.data.prepare import prepare_dataset, write_prepared
+
+    cfg = load_catalog(REPO / "params.yaml")[name]
+    cfg = dataclasses.replace(cfg, dir=str(raw_root / cfg.dir.removeprefix("data/raw/")))
+    write_prepared(out, *prepare_dataset(name, cfg))
+    return out
 
 
 @pytest.fixture
@@ -125,6 +141,15 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
     run(["dvc", "config", "core.analytics", "false"], root)
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "init"], root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def fixture_prepared(tmp_path_factory) -> Path:
+    """The fixture mirror's datasets as prepare_data writes them (data/prepared layout)."""
+    root = tmp_path_factory.mktemp("prepared")
+    for name in FIXTURE_DATASETS:
+        prepare(FIXTURE_MIRROR, name, root / name)
     return root
 
 
@@ -197,27 +222,28 @@ def learnable_scicite_files(root: Path, n: int = 150, seed: int = 0) -> Path:
 @pytest.fixture(scope="session")
 def tiny_finetuned(tmp_path_factory, tiny_model_dir) -> dict:
     """Tiny fine-tuned NER and citation models (trivially learnable fixtures), saved once."""
-    from minisci.config import FinetuneNerConfig, FinetuneSciciteConfig, from_dict
-    from minisci.finetune.classification import run_finetune_scicite
+    from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, from_dict
+    from minisci.finetune.classification import run_finetune_classification
     from minisci.finetune.ner import run_finetune_ner
 
     root = tmp_path_factory.mktemp("tiny-finetuned")
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     fast = {"epochs": 6.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5}
+    ner_data = prepare(learnable_ner_files(root / "data"), "bc5cdr", root / "prepared" / "bc5cdr")
+    cite_data = prepare(learnable_scicite_files(root / "data"), "scicite", root / "prepared" / "scicite")
     ner = run_finetune_ner(
-        "bc5cdr",
-        learnable_ner_files(root / "data"),
+        ner_data,
         tiny_model_dir,
         from_dict(FinetuneNerConfig, {**params["finetune_ner"], **fast}, "finetune_ner"),
         root / "w1",
     )
-    cite = run_finetune_scicite(
-        learnable_scicite_files(root / "data"),
+    cite = run_finetune_classification(
+        cite_data,
         tiny_model_dir,
-        from_dict(FinetuneSciciteConfig, {**params["finetune_scicite"], **fast}, "finetune_scicite"),
+        from_dict(FinetuneClassificationConfig, {**params["finetune_classification"], **fast}, "finetune_classification"),
         root / "w2",
     )
-    out = {"data": root / "data"}
+    out = {"data": root / "data", "ner_data": ner_data, "cite_data": cite_data}
     for name, r in (("ner", ner), ("cite", cite)):
         r.model.save_pretrained(root / name)
         r.tokenizer.save_pretrained(root / name)

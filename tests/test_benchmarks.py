@@ -53,8 +53,10 @@ def test_inference_benchmark_on_tiny_models(benchmarks, tiny_finetuned, capsys):
 
     inference_speed.main(
         [
-            "--data",
-            str(tiny_finetuned["data"]),
+            "--ner-data",
+            str(tiny_finetuned["ner_data"]),
+            "--cite-data",
+            str(tiny_finetuned["cite_data"]),
             "--ner-model",
             str(tiny_finetuned["ner"]),
             "--cite-model",

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from minisci.data.readers import load_ner_split, load_scicite_split
+from minisci.data.readers import load_prepared
 from minisci.encoding import embed
 from minisci.errors import DataFormatError, MinisciError
 from minisci.serve import cli
@@ -12,7 +12,7 @@ from minisci.serve.search import load_encoder, read_collection, recommend_review
 
 
 def ner_texts(data, n=40):
-    return [" ".join(s.tokens) for s in load_ner_split("bc5cdr", "test", data)[:n]]
+    return [" ".join(s.tokens) for s in load_prepared(data).splits["test"][:n]]
 
 
 def strip(entities):
@@ -21,7 +21,7 @@ def strip(entities):
 
 def test_ner_batched_equals_pipeline(tiny_finetuned):
     pipe = token_classifier(tiny_finetuned["ner"])
-    texts = ner_texts(tiny_finetuned["data"])
+    texts = ner_texts(tiny_finetuned["ner_data"])
     ours = tag(pipe, texts, batch_size=7)
     ref = [pipe(t) for t in texts]
     assert [strip(e) for e in ours] == [strip(e) for e in ref]
@@ -37,7 +37,7 @@ def test_fast_postprocess_is_the_pipelines_exactly(tiny_finetuned):
 
     pipe = token_classifier(tiny_finetuned["ner"], stride=16)
     pipe.tokenizer.model_max_length = 64
-    texts = ner_texts(tiny_finetuned["data"]) + [
+    texts = ner_texts(tiny_finetuned["ner_data"]) + [
         "Aspirin ☃ and 🙂 naloxone ⁂ treatment ✓ patients .",
         " ".join(["patients received aspirin after treatment ."] * 40),
     ]
@@ -63,7 +63,7 @@ def test_long_text_is_windowed_not_cut(tiny_finetuned):
 
 def test_cite_batched_equals_pipeline(tiny_finetuned):
     pipe = text_classifier(tiny_finetuned["cite"])
-    texts = [e.text for e in load_scicite_split("test", tiny_finetuned["data"])]
+    texts = [e.text for e in load_prepared(tiny_finetuned["cite_data"]).splits["test"]]
     ours = classify(pipe, texts, batch_size=8)
     ref = pipe(texts)
     assert [o["label"] for o in ours] == [r[0]["label"] for r in ref]

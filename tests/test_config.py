@@ -23,6 +23,8 @@ SECTIONS = {
     "make_pairs": MakePairsConfig,
     "model": ModelConfig,
     "pretrain": PretrainConfig,
+    "finetune_ner": config.FinetuneNerConfig,
+    "finetune_classification": config.FinetuneClassificationConfig,
 }
 
 
@@ -56,15 +58,40 @@ def test_model_section_checks():
         from_dict(PretrainConfig, {**good, "precision": "fp8"}, "pretrain")
 
 
-def test_unknown_dataset_names_raise():
-    good = load_params(REPO / "params.yaml")["sample_corpus"]
-    with pytest.raises(ConfigError, match=r"guard_datasets has unknown datasets \['conll'\]"):
-        from_dict(SampleCorpusConfig, {**good, "guard_datasets": ["conll"]}, "sample_corpus")
+def test_dataset_lists_and_catalogue_lookups():
+    good = load_params(REPO / "params.yaml")["finetune_ner"]
+    with pytest.raises(ConfigError, match=r"datasets lists a dataset twice"):
+        from_dict(config.FinetuneNerConfig, {**good, "datasets": ["bc5cdr", "bc5cdr"]}, "finetune_ner")
+    with pytest.raises(ConfigError, match=r"no dataset 'conll' in the 'datasets' catalogue"):
+        config.catalog_entry("conll", path=REPO / "params.yaml")
+    with pytest.raises(ConfigError, match=r"dataset 'scicite' is a classification dataset, not ner"):
+        config.catalog_entry("scicite", task="ner", path=REPO / "params.yaml")
+
+
+def test_catalogue_errors_name_the_entry(tmp_path):
+    params = load_params(REPO / "params.yaml")
+    params["datasets"]["mine"] = {"task": "ner", "dir": "d", "splits": {"train": "a"}, "format": "conll"}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    with pytest.raises(ConfigError, match=r"params section 'datasets\.mine': splits must name exactly"):
+        config.load_catalog(path)
+    params["datasets"]["mine"] = {"task": "ner", "dir": "d", "splits": {}, "format": "conll", "colour": 1}
+    path.write_text(yaml.safe_dump(params))
+    with pytest.raises(ConfigError, match=r"datasets\.mine': unknown keys \['colour'\]"):
+        config.load_catalog(path)
+
+
+def test_finetune_params_are_whole_section_dvc_deps():
+    """Each fine-tuning stage depends on its whole params section, so a new knob cannot be missed."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for name in ("finetune_ner", "finetune_classification", "finetune_embeddings", "sample_corpus", "make_pairs"):
+        assert name in stages[name]["params"], name
 
 
 def _param_keys(dvc_yaml):
     for stage in dvc_yaml["stages"].values():
-        for entry in stage.get("params", []):
+        for entry in stage.get("do", stage).get("params", []):
+            entry = entry.replace("${key}", "bc5cdr")  # a foreach stage's own catalogue entry
             yield from (entry if isinstance(entry, dict) else [entry])
 
 
@@ -85,12 +112,6 @@ def test_every_params_key_has_a_comment():
             assert lines[i - 1].strip().startswith("#"), f"params.yaml:{i + 1} {line.strip()!r} has no comment above it"
 
 
-def test_dataset_registry_matches_config():
-    from minisci.data.readers import NER_DATASETS
-
-    assert tuple(NER_DATASETS) == config.NER_DATASETS
-
-
 @pytest.mark.parametrize("name", ["quick", "paper"])
 def test_profiles_name_real_keys_and_validate(name):
     from minisci import config as c
@@ -107,7 +128,7 @@ def test_profiles_name_real_keys_and_validate(name):
         "make_pairs": c.MakePairsConfig,
         "pretrain": c.PretrainConfig,
         "finetune_ner": c.FinetuneNerConfig,
-        "finetune_scicite": c.FinetuneSciciteConfig,
+        "finetune_classification": c.FinetuneClassificationConfig,
         "finetune_embeddings": c.FinetuneEmbeddingsConfig,
         "export_metrics": c.ExportMetricsConfig,
     }

@@ -53,7 +53,8 @@ def module_closure(script: Path) -> set[str]:
     return {p.relative_to(REPO).as_posix() for p in files if p.name != "__init__.py"}
 
 
-STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+# foreach stages keep their definition under "do"
+STAGES = {name: s.get("do", s) for name, s in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].items()}
 
 
 def stage_script(stage: dict) -> str:

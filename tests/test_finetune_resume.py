@@ -4,11 +4,11 @@ import json
 
 import pytest
 import torch
-from conftest import learnable_ner_files, learnable_scicite_files
+from conftest import learnable_ner_files, learnable_scicite_files, prepare
 from test_ner import ner_cfg
 
 from minisci.errors import MinisciError
-from minisci.finetune.classification import run_finetune_scicite
+from minisci.finetune.classification import run_finetune_classification
 from minisci.finetune.common import DevSelection
 from minisci.finetune.ner import run_finetune_ner
 
@@ -38,17 +38,17 @@ def strip_runtime(history):
 
 
 def test_ner_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch, capsys):
-    data = learnable_ner_files(tmp_path / "data")
+    data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
     cfg = ner_cfg(epochs=3.0)
-    ref = run_finetune_ner("bc5cdr", data, tiny_model_dir, cfg, tmp_path / "ref")
+    ref = run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "ref")
     with monkeypatch.context() as m:
         crash_after_checkpoint(m, epoch=2)
         with pytest.raises(Interrupted):
-            run_finetune_ner("bc5cdr", data, tiny_model_dir, cfg, tmp_path / "work")
+            run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
     seed_dir = tmp_path / f"work/seed{cfg.seeds[0]}"
     assert len(json.loads((seed_dir / "dev_selection.json").read_text())["history"]) == 2
     capsys.readouterr()
-    got = run_finetune_ner("bc5cdr", data, tiny_model_dir, cfg, tmp_path / "work")
+    got = run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
     assert "resuming from" in capsys.readouterr().out
     assert got.metrics["dev_per_epoch"] == ref.metrics["dev_per_epoch"]
     assert got.metrics["test"] == ref.metrics["test"] and got.test_predictions == ref.test_predictions
@@ -58,22 +58,22 @@ def test_ner_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypa
     assert len(list(seed_dir.glob("best-*.safetensors"))) == 1 and len(list(seed_dir.glob("checkpoint-*"))) == 1
 
 
-def test_scicite_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch):
+def test_classification_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch):
     import yaml
     from conftest import REPO
 
-    from minisci.config import FinetuneSciciteConfig, from_dict
+    from minisci.config import FinetuneClassificationConfig, from_dict
 
-    params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_scicite"]
+    params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_classification"]
     params.update({"epochs": 2.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5})
-    cfg = from_dict(FinetuneSciciteConfig, params, "finetune_scicite")
-    data = learnable_scicite_files(tmp_path / "data")
-    ref = run_finetune_scicite(data, tiny_model_dir, cfg, tmp_path / "ref")
+    cfg = from_dict(FinetuneClassificationConfig, params, "finetune_classification")
+    data = prepare(learnable_scicite_files(tmp_path / "raw"), "scicite", tmp_path / "prepared")
+    ref = run_finetune_classification(data, tiny_model_dir, cfg, tmp_path / "ref")
     with monkeypatch.context() as m:
         crash_after_checkpoint(m, epoch=1)
         with pytest.raises(Interrupted):
-            run_finetune_scicite(data, tiny_model_dir, cfg, tmp_path / "work")
-    got = run_finetune_scicite(data, tiny_model_dir, cfg, tmp_path / "work")
+            run_finetune_classification(data, tiny_model_dir, cfg, tmp_path / "work")
+    got = run_finetune_classification(data, tiny_model_dir, cfg, tmp_path / "work")
     assert got.metrics["dev_per_epoch"] == ref.metrics["dev_per_epoch"] and got.metrics["test"] == ref.metrics["test"]
     assert got.test_predictions == ref.test_predictions
 
@@ -99,15 +99,15 @@ def test_checkpoints_of_other_code_are_not_resumed(tmp_path, tiny_model_dir, mon
     """DVC reruns a stage when its code changes; the rerun must train anew, not resume old checkpoints."""
     import minisci.training
 
-    data = learnable_ner_files(tmp_path / "data")
+    data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
     cfg = ner_cfg(epochs=1.0)
-    run_finetune_ner("bc5cdr", data, tiny_model_dir, cfg, tmp_path / "work")
+    run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
     real = minisci.training.code_version()
     assert set(real) == {"minisci", "torch", "transformers"} and len(real["minisci"]) == 64
     capsys.readouterr()
-    run_finetune_ner("bc5cdr", data, tiny_model_dir, cfg, tmp_path / "work")  # same code: resumes the final checkpoint
+    run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")  # same code: resumes the final checkpoint
     assert "resuming from" in capsys.readouterr().out
     monkeypatch.setattr(minisci.training, "code_version", lambda: {**real, "minisci": "edited"})
-    run_finetune_ner("bc5cdr", data, tiny_model_dir, cfg, tmp_path / "work")
+    run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
     out = capsys.readouterr().out
     assert "belong to another configuration" in out and "resuming from" not in out

@@ -68,24 +68,26 @@ def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tmp_path):
     for stage in (
         "finetune_ner@bc5cdr-baseline",
         "finetune_ner@bc5cdr-adapted",
-        "finetune_scicite@baseline",
-        "finetune_scicite@adapted",
+        "finetune_classification@scicite-baseline",
+        "finetune_classification@scicite-adapted",
     ):
         assert f"Running stage '{stage}'" in out
     for arm in ("baseline", "adapted"):
         ner = json.loads((proj / f"metrics/finetune_ner/bc5cdr/{arm}.json").read_text())
         assert ner["test"]["entities_gold"] == ner["test_entities_reader"] > 0
         assert (proj / f"models/finetune_ner/bc5cdr/{arm}/test_predictions.jsonl").is_file()
-        cite = json.loads((proj / f"metrics/finetune_scicite/{arm}.json").read_text())
+        cite = json.loads((proj / f"metrics/finetune_classification/scicite/{arm}.json").read_text())
         assert sum(map(sum, cite["test"]["confusion_matrix"])) == 20
-        assert (proj / f"plots/finetune_scicite/{arm}/confusion.json").is_file()
+        assert (proj / f"plots/finetune_classification/scicite/{arm}/confusion.json").is_file()
     assert stale_stages(proj) == []
 
-    # A SciCite-only change leaves every NER and pretraining stage up to date.
+    # A classification-only change leaves every NER and pretraining stage up to date.
     params = proj / "params.yaml"
     original = params.read_text()
-    params.write_text(original.replace("finetune_scicite:\n  epochs: 1.0", "finetune_scicite:\n  epochs: 2.0"))
-    assert stale_stages(proj) == ["finetune_scicite@adapted", "finetune_scicite@baseline"]
+    changed = original.replace("finetune_classification:\n  epochs: 1.0", "finetune_classification:\n  epochs: 2.0")
+    assert changed != original
+    params.write_text(changed)
+    assert stale_stages(proj) == ["finetune_classification@scicite-adapted", "finetune_classification@scicite-baseline"]
     # A pretraining change reruns only pretraining and what uses the adapted model, never a baseline.
     params.write_text(original.replace("head_warmup_steps: 2", "head_warmup_steps: 3"))
     assert stale_stages(proj) == ["pretrain"]
@@ -94,8 +96,8 @@ def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tmp_path):
     assert ran == [
         "export_metrics",
         "finetune_embeddings",
+        "finetune_classification@scicite-adapted",
         "finetune_ner@bc5cdr-adapted",
-        "finetune_scicite@adapted",
         "pretrain",
     ]
     assert "Running stage" not in run(["dvc", "repro"], proj).stdout  # nothing changed: nothing runs

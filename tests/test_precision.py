@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from minisci.data.readers import load_ner_split, load_scicite_split
+from minisci.data.readers import load_prepared
 from minisci.errors import MinisciError
 from minisci.serve import cli
 from minisci.serve.inference import classify, tag, text_classifier, token_classifier
@@ -37,7 +37,7 @@ def test_bf16_converts_encoder_only_and_stays_close(tiny_finetuned):
     assert b.dtype == torch.float32
     assert not torch.equal(a, b)  # really computed differently ...
     assert (a - b).abs().max() < 0.05 * a.abs().max()  # ... and close
-    texts = [" ".join(s.tokens) for s in load_ner_split("bc5cdr", "test", tiny_finetuned["data"])[:40]]
+    texts = [" ".join(s.tokens) for s in load_prepared(tiny_finetuned["ner_data"]).splits["test"][:40]]
     ref, ours = entity_keys(tag(fp32, texts)), entity_keys(tag(bf16, texts))
     assert sum(x == y for x, y in zip(ref, ours)) >= 0.9 * len(texts)
 
@@ -47,7 +47,7 @@ def test_int8_quantises_encoder_and_agrees(tiny_finetuned):
     int8 = text_classifier(tiny_finetuned["cite"], precision="int8")
     assert linears(int8.model.base_model) == []  # every encoder Linear became a quantised one
     assert type(int8.model.classifier) is torch.nn.Linear
-    texts = [e.text for e in load_scicite_split("test", tiny_finetuned["data"])]
+    texts = [e.text for e in load_prepared(tiny_finetuned["cite_data"]).splits["test"]]
     ref, ours = classify(fp32, texts), classify(int8, texts)
     assert sum(r["label"] == o["label"] for r, o in zip(ref, ours)) >= 0.9 * len(texts)
     assert max(abs(r["score"] - o["score"]) for r, o in zip(ref, ours)) < 0.1

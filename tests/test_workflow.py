@@ -25,16 +25,16 @@ def test_full_tiny_pipeline_outputs(project):
         "ner.bc5cdr.adapted.test.f1",
         "ner.bc5cdr.baseline.test.f1",
         "ner.bc5cdr.delta.p_value",
-        "scicite.adapted.test.macro_f1",
-        "scicite.delta.ci_low",
+        "classification.scicite.adapted.test.macro_f1",
+        "classification.scicite.delta.ci_low",
         "pretrain.after.mlm_accuracy",
     ):
         assert key in summary, key
     report = (project / "metrics/report.md").read_text()
-    assert "| NER bc5cdr | entity F1 (micro) |" in report and "BERT-base 86.70, SciBERT 90.00" in report
-    for png in ("comparison.png", "loss_curves.png", "scicite_confusion.png"):
+    assert "| NER | bc5cdr | entity F1 (micro) |" in report and "BERT-base 86.70, SciBERT 90.00" in report
+    for png in ("comparison.png", "loss_curves.png", "confusion_scicite.png"):
         assert (project / "plots/charts" / png).stat().st_size > 1000
-    for model in ("baseline", "adapted", "finetune_ner/bc5cdr/adapted", "finetune_scicite/baseline"):
+    for model in ("baseline", "adapted", "finetune_ner/bc5cdr/adapted", "finetune_classification/scicite/baseline"):
         card = (project / "models" / model / "README.md").read_text()
         assert "## Metrics of this run" in card and "## Parameters of this run" in card
     assert "Running stage" not in run(["dvc", "repro"], project).stdout  # nothing changed: nothing runs
@@ -45,9 +45,7 @@ def test_full_tiny_pipeline_outputs(project):
 
 def test_exp_run_show_and_metrics_diff(project):
     out = run(["dvc", "exp", "run", "-n", "welt", "-S", "finetune_ner.loss=welt"], project).stdout
-    assert "Running stage 'finetune_ner@bc5cdr-adapted'" in out and "finetune_scicite" not in out.replace(
-        "'finetune_scicite", ""
-    )
+    assert "Running stage 'finetune_ner@bc5cdr-adapted'" in out and "Running stage 'finetune_classification" not in out
     table = json.loads(run(["dvc", "exp", "show", "--json"], project).stdout)
     assert "welt" in json.dumps(table)
     params = json.loads(run(["dvc", "params", "diff", "--json"], project).stdout)
@@ -62,7 +60,7 @@ def test_exp_run_show_and_metrics_diff(project):
 def test_queued_grid_apply_and_branch(project):
     for lr in ("0.002", "0.004"):
         run(
-            ["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_scicite.learning_rate={lr}"], project
+            ["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_classification.learning_rate={lr}"], project
         )
     run(["dvc", "queue", "start", "-j", "1"], project)
     deadline = time.time() + 600
@@ -75,7 +73,7 @@ def test_queued_grid_apply_and_branch(project):
     names = json.dumps(json.loads(run(["dvc", "exp", "show", "--json"], project).stdout))
     assert "lr2" in names and "lr4" in names
     run(["dvc", "exp", "apply", "lr4"], project)
-    assert yaml.safe_load((project / "params.yaml").read_text())["finetune_scicite"]["learning_rate"] == 0.004
+    assert yaml.safe_load((project / "params.yaml").read_text())["finetune_classification"]["learning_rate"] == 0.004
     run(["dvc", "exp", "branch", "lr4", "try-lr4"], project)
     assert "try-lr4" in run(["git", "branch"], project).stdout
     run(["git", "checkout", "--", "."], project)
@@ -100,5 +98,5 @@ def test_pull_request_workflow_is_valid():
     assert "dvc metrics diff main --md" in script and "cml comment create" in script
     assert "pip install -r requirements.txt" in script and "dvc repro" in script
     assert all(shutil.which(cmd) for cmd in ("dvc", "git"))  # the commands it runs exist here
-    for png in ("comparison.png", "loss_curves.png", "scicite_confusion.png"):
+    for png in ("comparison.png", "loss_curves.png", "confusion_scicite.png"):
         assert png in script

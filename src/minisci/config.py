@@ -17,19 +17,109 @@ import yaml
 
 from minisci.errors import ConfigError
 
-NER_DATASETS = ("bc5cdr", "bc5cdr_typed", "ncbi_disease", "jnlpba")
-CLASSIFICATION_DATASETS = ("scicite",)
-EVAL_DATASETS = NER_DATASETS + CLASSIFICATION_DATASETS
-
 
 def _check(cond: bool, section: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"params section '{section}': {msg}")
 
 
-def _check_datasets(names: tuple[str, ...], section: str, key: str) -> None:
-    unknown = sorted(set(names) - set(EVAL_DATASETS))
-    _check(not unknown, section, f"{key} has unknown datasets {unknown}; known: {list(EVAL_DATASETS)}")
+def _check_names(names: tuple[str, ...], section: str, key: str) -> None:
+    """Dataset names are catalogue keys (checked against the catalogue where the stage loads it)."""
+    _check(len(set(names)) == len(names), section, f"{key} lists a dataset twice: {list(names)}")
+
+
+# The dataset catalogue: one entry per dataset under the ``datasets`` section ---------------------------
+
+TASKS = ("ner", "classification")
+FORMATS = {"ner": ("conll",), "classification": ("jsonl",)}
+TAG_SCHEMES = ("IOB1", "IOB2", "auto")
+SPLITS = ("train", "dev", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetConfig:
+    """One catalogue entry: where a dataset's files are, how to read them and what to keep.
+
+    ``dir`` is repository-relative: a folder that ``fetch_data`` fills from the checksummed mirror
+    (``data/raw/...``) or one the user adds with ``dvc add`` / ``dvc import-url``. ``prepare_data``
+    reads it and writes the normalised splits that the fine-tuning stages use.
+    """
+
+    task: str  # ner | classification
+    dir: str  # repository-relative folder holding the split files
+    splits: dict  # split name (train, dev, test) -> file name inside dir
+    format: str  # conll (ner) | jsonl (classification)
+    tag_column: int = -1  # conll: column of the tag (0-based; negative counts from the end); the token is column 0
+    scheme: str = "auto"  # conll: IOB1, IOB2, or auto (detected from train, reported)
+    labels: tuple[str, ...] | None = None  # ner: entity types; classification: classes; None = read from train
+    keep_types: tuple[str, ...] | None = None  # ner: keep only these entity types (the others become O)
+    text_field: str = "text"  # jsonl: the field holding the text
+    label_field: str = "label"  # jsonl: the field holding the label
+    published: dict | None = None  # published test scores for context in the report: {metric: {system: score}}
+
+    def __post_init__(self) -> None:
+        s = "datasets"
+        _check(self.task in TASKS, s, f"task must be one of {TASKS}, got {self.task!r}")
+        _check(
+            self.format in FORMATS[self.task], s, f"format of a {self.task} dataset must be one of {FORMATS[self.task]}"
+        )
+        _check(bool(self.dir), s, "dir must be a non-empty path")
+        _check(
+            sorted(self.splits) == sorted(SPLITS),
+            s,
+            f"splits must name exactly {list(SPLITS)}, got {sorted(self.splits)}",
+        )
+        _check(
+            all(isinstance(v, str) and v for v in self.splits.values()), s, "split file names must be non-empty strings"
+        )
+        _check(self.scheme in TAG_SCHEMES, s, f"scheme must be one of {TAG_SCHEMES}")
+        _check(
+            self.labels is None or len(set(self.labels)) == len(self.labels) > 0, s, "labels must be distinct, or null"
+        )
+        if self.task == "classification":
+            _check(self.keep_types is None, s, "keep_types applies to ner datasets only")
+            _check(bool(self.text_field) and bool(self.label_field), s, "text_field and label_field must be non-empty")
+        else:
+            _check(self.tag_column != 0, s, "tag_column 0 is the token column")
+            _check(
+                self.keep_types is None or len(self.keep_types) > 0,
+                s,
+                "keep_types must list at least one type, or be null",
+            )
+        for metric, systems in (self.published or {}).items():
+            ok = isinstance(systems, dict) and all(
+                isinstance(v, (int, float)) and 0 <= v <= 1 for v in systems.values()
+            )
+            _check(ok, s, f"published.{metric} must map system names to scores in [0, 1]")
+
+    def path(self, split: str) -> Path:
+        return Path(self.dir) / self.splits[split]
+
+
+def load_catalog(path: str | Path = "params.yaml") -> dict[str, DatasetConfig]:
+    """Every entry of the ``datasets`` section, validated (errors name ``datasets.<name>``)."""
+    section = load_params(path).get("datasets")
+    if not isinstance(section, dict) or not section:
+        raise ConfigError(f"{path}: missing or empty section 'datasets' (the dataset catalogue)")
+    out = {}
+    for name, entry in section.items():
+        try:
+            out[str(name)] = from_dict(DatasetConfig, entry, f"datasets.{name}")
+        except ConfigError as e:  # __post_init__ messages say "datasets"; name the entry
+            raise ConfigError(
+                str(e).replace("params section 'datasets'", f"params section 'datasets.{name}'")
+            ) from None
+    return out
+
+
+def catalog_entry(name: str, task: str | None = None, path: str | Path = "params.yaml") -> DatasetConfig:
+    """The catalogue entry ``name``, checked to exist (and to be of ``task``)."""
+    catalog = load_catalog(path)
+    if name not in catalog:
+        raise ConfigError(f"{path}: no dataset '{name}' in the 'datasets' catalogue; declared: {sorted(catalog)}")
+    if task is not None and catalog[name].task != task:
+        raise ConfigError(f"{path}: dataset '{name}' is a {catalog[name].task} dataset, not {task}")
+    return catalog[name]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +136,6 @@ class SampleCorpusConfig:
     biomedical_ratio: float
     seed: int
     min_sentence_words: int
-    guard_datasets: tuple[str, ...]
     guard_min_words: int
     tapt_datasets: tuple[str, ...]
     punkt_train_chars: int
@@ -58,8 +147,7 @@ class SampleCorpusConfig:
         _check(self.min_sentence_words >= 1, s, "min_sentence_words must be >= 1")
         _check(self.guard_min_words >= 3, s, "guard_min_words must be >= 3 (shorter matches are noise)")
         _check(self.punkt_train_chars > 0, s, "punkt_train_chars must be > 0")
-        _check_datasets(self.guard_datasets, s, "guard_datasets")
-        _check_datasets(self.tapt_datasets, s, "tapt_datasets")
+        _check_names(self.tapt_datasets, s, "tapt_datasets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,18 +276,19 @@ class FinetuneNerConfig(_FinetuneConfig):
         s = "finetune_ner"
         self._check_common(s, LOSSES)
         _check(not self.crf or self.loss == "ce", s, "crf: true trains with the CRF likelihood; set loss: ce")
-        bad = sorted(set(self.datasets) - set(NER_DATASETS))
-        _check(
-            not bad and len(self.datasets) > 0,
-            s,
-            f"datasets must be a non-empty subset of {list(NER_DATASETS)}, got unknown {bad}",
-        )
+        _check(len(self.datasets) > 0, s, "datasets must list at least one catalogue entry")
+        _check_names(self.datasets, s, "datasets")
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuneSciciteConfig(_FinetuneConfig):
+class FinetuneClassificationConfig(_FinetuneConfig):
+    datasets: tuple[str, ...]
+
     def __post_init__(self) -> None:
-        self._check_common("finetune_scicite", ("ce", "inverse_frequency", "effective_number"))
+        s = "finetune_classification"
+        self._check_common(s, ("ce", "inverse_frequency", "effective_number"))
+        _check(len(self.datasets) > 0, s, "datasets must list at least one catalogue entry")
+        _check_names(self.datasets, s, "datasets")
 
 
 @dataclasses.dataclass(frozen=True)

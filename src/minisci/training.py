@@ -129,8 +129,11 @@ def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | N
     return max(complete, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
 
 
-def write_curves(log_history: list[dict], plots_dir: str | Path, keys: tuple[str, ...]) -> None:
-    """Training curves from the Trainer's log history, one DVCLive metric per key, x = step.
+def write_curves(
+    log_history: list[dict], plots_dir: str | Path, keys: tuple[str, ...], extra: dict[str, object] | None = None
+) -> None:
+    """Training curves from the Trainer's log history, one DVCLive metric per key, x = step, and the
+    ``extra`` plot files (name -> JSON data) of the same stage, written together.
 
     Written after training from the history stored in the trainer state, so curves stay complete
     when a run was resumed from a checkpoint.
@@ -150,3 +153,5 @@ def write_curves(log_history: list[dict], plots_dir: str | Path, keys: tuple[str
                 live.log_metric(k, float(v), plot=True)
     # DVCLive also writes a summary and a report we do not need beside the per-metric files.
     (plots_dir / "metrics.json").unlink(missing_ok=True)
+    for name, obj in (extra or {}).items():
+        (plots_dir / name).write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")

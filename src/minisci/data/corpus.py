@@ -20,11 +20,11 @@ from pathlib import Path
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
 from minisci.config import SampleCorpusConfig
-from minisci.data.readers import NER_DATASETS, POOLS, Document, eval_texts, load_pool, load_scicite_split, read_conll
+from minisci.data.readers import POOLS, Document, NerSentence, load_pool, load_prepared, words_of
 from minisci.errors import ConfigError
 
 _WORD_RE = re.compile(r"[^\W_]+")  # letters and digits; punctuation and tokenisation differences vanish
-NER_TAPT_SENTENCES_PER_DOC = 10  # ncbi_disease has no document ids; group this many sentences
+NER_TAPT_SENTENCES_PER_DOC = 10  # NER files without document ids (ncbi_disease): group this many sentences
 
 
 def normalise_words(text: str) -> list[str]:
@@ -80,11 +80,13 @@ class SentenceIndex:
         return False
 
 
-def build_guard(raw_dir: Path, datasets: tuple[str, ...], min_words: int) -> SentenceIndex:
-    seqs = []
+def test_sequences(prepared_dir: Path, datasets: tuple[str, ...]) -> dict[str, list[list[str]]]:
+    """The normalised word sequences of every dataset's test split (the whole catalogue is guarded)."""
+    out = {}
     for name in datasets:
-        seqs.extend(normalise_words(" ".join(words)) for words in eval_texts(name, "test", raw_dir))
-    return SentenceIndex(seqs, min_words)
+        test = load_prepared(prepared_dir / name, splits=("test",)).splits["test"]
+        out[name] = [normalise_words(" ".join(words_of(x))) for x in test]
+    return out
 
 
 def doc_words(d: Document) -> list[str]:
@@ -95,27 +97,28 @@ def doc_words(d: Document) -> list[str]:
 # 3. task-adaptive documents ------------------------------------------------------------------------
 
 
-def tapt_documents(raw_dir: Path, datasets: tuple[str, ...]) -> list[Document]:
+def tapt_documents(prepared_dir: Path, datasets: tuple[str, ...]) -> list[Document]:
     """Training text of evaluation tasks as extra documents (task-adaptive pretraining).
 
     NER sentences are detokenised by joining tokens with spaces and grouped by document id
-    (or in fixed groups where the file has none); each SciCite citation is one document.
+    (or in fixed groups where the file has none); each classification text is one document.
     """
     docs = []
     for name in datasets:
-        if name == "scicite":
-            for i, ex in enumerate(load_scicite_split("train", raw_dir)):
-                docs.append(Document(f"scicite:train:{i}", "tapt/scicite", "tapt", "citation", "", ex.text))
+        train = load_prepared(prepared_dir / name, splits=("train",)).splits["train"]
+        if not train or not isinstance(train[0], NerSentence):
+            docs += [
+                Document(f"{name}:train:{i}", f"tapt/{name}", "tapt", "text", "", ex.text) for i, ex in enumerate(train)
+            ]
             continue
         groups: dict[str, list[str]] = {}
-        for i, s in enumerate(read_conll(NER_DATASETS[name].path(raw_dir, "train"))):
+        for i, s in enumerate(train):
             key = s.doc_id if s.doc_id is not None else f"group{i // NER_TAPT_SENTENCES_PER_DOC}"
             groups.setdefault(key, []).append(" ".join(s.tokens))
         for key, sents in groups.items():
+            text = " ".join(sents)
             docs.append(
-                Document(
-                    f"{name}:train:{key}", f"tapt/{name}", "tapt", "ner_sentences", "", " ".join(sents), sentences=sents
-                )
+                Document(f"{name}:train:{key}", f"tapt/{name}", "tapt", "ner_sentences", "", text, sentences=sents)
             )
     return docs
 
@@ -185,17 +188,30 @@ def _choose(rng: random.Random, docs: list[Document], k: int, domain: str) -> li
     return rng.sample(docs, k)
 
 
-def sample_corpus(raw_dir: str | Path, cfg: SampleCorpusConfig) -> tuple[list[dict], dict, dict]:
-    """The whole stage: returns the document rows, the learned Punkt parameters and metrics."""
-    raw_dir = Path(raw_dir)
+def sample_corpus(
+    raw_dir: str | Path, prepared_dir: str | Path, datasets: tuple[str, ...], cfg: SampleCorpusConfig
+) -> tuple[list[dict], dict, dict]:
+    """The whole stage: returns the document rows, the learned Punkt parameters and metrics.
+    ``datasets``: the catalogue's names, whose prepared test splits are all guarded."""
+    raw_dir, prepared_dir = Path(raw_dir), Path(prepared_dir)
+    unknown = sorted(set(cfg.tapt_datasets) - set(datasets))
+    if unknown:
+        raise ConfigError(
+            f"params sample_corpus.tapt_datasets: {unknown} are not in the datasets catalogue {list(datasets)}"
+        )
     # 1. load both pools and deduplicate across them (biomedical first, as the pool builders did)
     pool = load_pool(raw_dir / POOLS["biomedical"], "biomedical") + load_pool(raw_dir / POOLS["general"], "general")
     pool, n_dupes = deduplicate(pool)
 
     # 2. contamination guard: the pool's flag and our own containment check
-    guard = build_guard(raw_dir, cfg.guard_datasets, cfg.guard_min_words)
+    seqs = test_sequences(prepared_dir, datasets)
+    guard = SentenceIndex((x for name in datasets for x in seqs[name]), cfg.guard_min_words)
     flagged = {d.id for d in pool if d.eval_overlap}
-    caught = {d.id for d in pool if guard.contains_any(doc_words(d))}
+    caught_docs = [d for d in pool if guard.contains_any(doc_words(d))]
+    caught = {d.id for d in caught_docs}
+    # which datasets each excluded document overlaps (only the few caught ones are searched again)
+    per_dataset = {n: SentenceIndex(seqs[n], cfg.guard_min_words) for n in datasets}
+    excluded_per_dataset = {n: sum(g.contains_any(doc_words(d)) for d in caught_docs) for n, g in per_dataset.items()}
     clean = [d for d in pool if d.id not in flagged and d.id not in caught]
 
     # 3. seeded sample at the requested domain ratio (sorted first so the pool order cannot matter)
@@ -208,7 +224,7 @@ def sample_corpus(raw_dir: str | Path, cfg: SampleCorpusConfig) -> tuple[list[di
     rng.shuffle(sample)
 
     # 4. optional task-adaptive documents, guarded the same way
-    tapt = tapt_documents(raw_dir, cfg.tapt_datasets)
+    tapt = tapt_documents(prepared_dir, cfg.tapt_datasets)
     tapt_clean = [d for d in tapt if not guard.contains_any(doc_words(d))]
     docs = sample + tapt_clean
 
@@ -246,6 +262,7 @@ def sample_corpus(raw_dir: str | Path, cfg: SampleCorpusConfig) -> tuple[list[di
             "excluded_own_check_only": len(caught - flagged),
             "excluded_flag_only": len(flagged - caught),
             "excluded_tapt_docs": len(tapt) - len(tapt_clean),
+            "excluded_own_check_per_dataset": excluded_per_dataset,
             "dropped_short_sentences": dropped_short,
             "dropped_docs_without_sentences": dropped_docs,
             "punkt_abbreviations": len(punkt["abbrev_types"]),

@@ -1,30 +1,35 @@
-"""Readers for the evaluation data, one place each: CoNLL-style NER files and SciCite JSON Lines.
+"""Readers, one place each: CoNLL-style NER files, JSON Lines classification files (both as the
+dataset catalogue declares them), the normalised splits ``prepare_data`` writes, and the pretraining
+document pools.
 
-Quirks handled (see the data mirror's README):
+CoNLL quirks handled (see the data mirror's README):
 
-* 4-column SciBERT files (``token POS chunk NER``) and 2-column TSV (``token tag``); the tag is
-  always the last column, and one file must not mix column counts.
-* Three ``-DOCSTART-`` forms: ``-DOCSTART- (PMID)`` (bc5cdr, one field), ``-DOCSTART-<TAB>O``
-  (jnlpba) and the CoNLL-2003 ``-DOCSTART- -X- -X- O``. They mark documents and are not tokens.
-  ncbi_disease has none, so its sentences carry no document id.
+* Any number of whitespace-separated columns (2-column TSV, 4-column SciBERT files, space-separated
+  files); the token is the first column and the tag the declared one (default: the last). A file
+  must keep one separator (tabs or spaces) and one column count, so a damaged line is caught.
+* Any ``-DOCSTART-`` line marks a document (``-DOCSTART- (PMID)`` keeps the PMID as its id); it is
+  not a token. Files without them (ncbi_disease) give sentences with no document id.
 * Any number of blank lines between sentences (bc5cdr has two between documents).
-* SciBERT's BC5CDR copy is IOB1 (single-token mentions are ``I-Entity``); the others are IOB2.
-  :func:`to_iob2` converts either to IOB2 without changing any span, so everything downstream
-  (training labels, seqeval's strict IOB2 mode) works with one scheme.
+* IOB1 (a mention may open with ``I-X``, as in SciBERT's BC5CDR copy) and IOB2. :func:`to_iob2`
+  converts either to IOB2 without changing any span, so everything downstream (training labels,
+  seqeval's strict IOB2 mode) works with one scheme.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
-from collections import Counter
 from pathlib import Path
 
 from minisci.errors import DataFormatError
 from minisci.io import iter_jsonl
 
-_TAG_RE = re.compile(r"^(O|[BI]-[^\s]+)$")
+_TAG_RE = re.compile(r"^(O|[BI]-\S+)$")
 _PMID_RE = re.compile(r"^-DOCSTART-\s*\((\w+)\)$")
+
+
+# 1. NER: CoNLL-style files -----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,98 +37,111 @@ class NerSentence:
     tokens: tuple[str, ...]
     tags: tuple[str, ...]
     doc_id: str | None  # None where the file has no document boundaries (ncbi_disease)
-    line: int  # 1-based line of the first token, for error messages
+    line: int  # 1-based line of the first token; token k is on line + k
 
 
-@dataclasses.dataclass(frozen=True)
-class NerDataset:
-    """Where a NER set lives under the data root and which tag scheme its files use."""
-
-    name: str
-    directory: str
-    suffix: str
-    scheme: str  # "IOB1" or "IOB2"
-
-    def path(self, root: str | Path, split: str) -> Path:
-        return Path(root) / self.directory / f"{split}{self.suffix}"
+def _docstart_id(line: str, path: Path, n_docs: int) -> str:
+    """Document id of a ``-DOCSTART-`` line: its PMID when it has one, else a positional id."""
+    m = _PMID_RE.match(" ".join(line.split()[:2]))
+    return m.group(1) if m else f"{path.stem}-doc{n_docs}"
 
 
-NER_DATASETS = {
-    "bc5cdr": NerDataset("bc5cdr", "ner/bc5cdr", ".txt", "IOB1"),
-    "bc5cdr_typed": NerDataset("bc5cdr_typed", "ner/bc5cdr_typed", ".tsv", "IOB2"),
-    "ncbi_disease": NerDataset("ncbi_disease", "ner/ncbi_disease", ".txt", "IOB2"),
-    "jnlpba": NerDataset("jnlpba", "ner/jnlpba", ".txt", "IOB2"),
-}
-SCICITE_DIR = "classification/scicite"
-SCICITE_LABELS = ("background", "method", "result")
-SPLITS = ("train", "dev", "test")
+def _text_lines(path: Path):
+    """``(lineno, line)`` of a UTF-8 text file; a decoding error names the line and byte offset."""
+    if not path.is_file():
+        raise DataFormatError(path, None, "file not found" if not path.exists() else "not a file")
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise DataFormatError(path, 1, "starts with a UTF-8 byte-order mark; save the file as UTF-8 without BOM")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        lineno = data[: e.start].count(b"\n") + 1
+        raise DataFormatError(path, lineno, f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}") from None
+    return enumerate(text.split("\n"), start=1)
 
 
-def _docstart_id(line: str, path: Path, lineno: int, n_docs: int) -> str:
-    """Document id from a DOCSTART line; a positional id when the line carries no PMID."""
-    parts = line.split()  # tabs or spaces: "-DOCSTART- (PMID)", "-DOCSTART-\tO", "-DOCSTART- -X- -X- O"
-    m = _PMID_RE.match(" ".join(parts[:2])) if len(parts) == 2 else None
-    if m:
-        return m.group(1)
-    if parts[0] == "-DOCSTART-" and parts[1:] in ([], ["O"], ["-X-", "-X-", "O"]):
-        return f"{path.stem}-doc{n_docs}"
-    raise DataFormatError(path, lineno, f"unrecognised -DOCSTART- line {line!r}")
-
-
-def read_conll(path: str | Path) -> list[NerSentence]:
+def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
     """Read a CoNLL-style NER file; tags are returned as written (IOB1 or IOB2)."""
     path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(path, None, "file not found")
     sentences: list[NerSentence] = []
     tokens: list[str] = []
     tags: list[str] = []
-    start = 0
-    doc_id: str | None = None
-    n_docs = 0
-    ncols: int | None = None
-    with path.open(encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, start=1):
-            line = raw.rstrip("\n")
-            is_docstart = line.startswith("-DOCSTART-")
-            if (not line.strip() or is_docstart) and tokens:
-                sentences.append(NerSentence(tuple(tokens), tuple(tags), doc_id, start))
-                tokens, tags = [], []
-            if not line.strip():
-                continue
-            if is_docstart:
-                doc_id = _docstart_id(line, path, lineno, n_docs)
-                n_docs += 1
-                continue
-            fields = line.split("\t")
-            if ncols is None:
-                if len(fields) not in (2, 4):
-                    raise DataFormatError(
-                        path,
-                        lineno,
-                        f"expected 2 or 4 tab-separated columns (token ... tag), got {len(fields)}: {line!r}",
-                    )
-                ncols = len(fields)
-            if len(fields) != ncols:
+    start, doc_id, n_docs = 0, None, 0
+    layout: tuple[str, int] | None = None  # (separator, columns) of the first token line
+    for lineno, raw in _text_lines(path):
+        line = raw.rstrip("\r")
+        is_docstart = line.startswith("-DOCSTART-")
+        if (not line.strip() or is_docstart) and tokens:
+            sentences.append(NerSentence(tuple(tokens), tuple(tags), doc_id, start))
+            tokens, tags = [], []
+        if not line.strip():
+            continue
+        if is_docstart:
+            doc_id = _docstart_id(line, path, n_docs)
+            n_docs += 1
+            continue
+        fields = line.split()
+        sep = "tab" if "\t" in line else "space"
+        if layout is None:
+            if len(fields) < 2 or not -len(fields) <= tag_column < len(fields):
                 raise DataFormatError(
                     path,
                     lineno,
-                    f"expected {ncols} tab-separated columns like the lines before, got {len(fields)}: {line!r}",
+                    f"expected a token and a tag in column {tag_column}, got {len(fields)} column(s): {line!r}",
                 )
-            token, tag = fields[0], fields[-1]
-            if not token or any(c.isspace() for c in token):
-                raise DataFormatError(path, lineno, f"empty token or token with whitespace: {token!r}")
-            if not _TAG_RE.match(tag):
-                raise DataFormatError(path, lineno, f"invalid tag {tag!r}; expected O, B-<type> or I-<type>")
-            if not tokens:
-                start = lineno
-            tokens.append(token)
-            tags.append(tag)
+            layout = (sep, len(fields))
+        if (sep, len(fields)) != layout:
+            raise DataFormatError(
+                path,
+                lineno,
+                f"expected {layout[1]} {layout[0]}-separated columns like the first token line, "
+                f"got {len(fields)} {sep}-separated: {line!r}",
+            )
+        token, tag = fields[0], fields[tag_column]
+        if not _TAG_RE.match(tag):
+            raise DataFormatError(
+                path, lineno, f"invalid tag {tag!r} in column {tag_column}; expected O, B-<type> or I-<type>"
+            )
+        if not tokens:
+            start = lineno
+        tokens.append(token)
+        tags.append(tag)
     if tokens:
         sentences.append(NerSentence(tuple(tokens), tuple(tags), doc_id, start))
     if not sentences:
         raise DataFormatError(path, None, "no sentences found (empty file?)")
     return sentences
+
+
+def _opens_span(tag: str, prev: str) -> bool:
+    """An ``I-X`` that does not continue an ``X`` mention: legal in IOB1, an error in IOB2."""
+    return tag.startswith("I-") and (prev == "O" or prev[2:] != tag[2:])
+
+
+def detect_scheme(sentences: list[NerSentence]) -> str:
+    """IOB1 if any mention opens with ``I-X``, else IOB2 (on such files the two read the same)."""
+    for s in sentences:
+        prev = "O"
+        for tag in s.tags:
+            if _opens_span(tag, prev):
+                return "IOB1"
+            prev = tag
+    return "IOB2"
+
+
+def check_iob2(sentences: list[NerSentence], path: str | Path) -> None:
+    """Raise at the first ``I-X`` that does not continue an ``X`` mention (not valid IOB2)."""
+    for s in sentences:
+        prev = "O"
+        for k, tag in enumerate(s.tags):
+            if _opens_span(tag, prev):
+                raise DataFormatError(
+                    path,
+                    s.line + k,
+                    f"tag {tag!r} after {prev!r} is outside the declared IOB2 scheme (IOB1? set scheme: IOB1 or auto)",
+                )
+            prev = tag
 
 
 def to_iob2(tags: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -135,11 +153,16 @@ def to_iob2(tags: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     out = []
     prev = "O"
     for tag in tags:
-        if tag.startswith("I-") and (prev == "O" or prev[2:] != tag[2:]):
+        if _opens_span(tag, prev):
             tag = "B-" + tag[2:]
         out.append(tag)
         prev = tag
     return tuple(out)
+
+
+def keep_types(tags: tuple[str, ...], types: set[str]) -> tuple[str, ...]:
+    """IOB2 tags with every mention of a type outside ``types`` turned into ``O``."""
+    return tuple(t if t == "O" or t[2:] in types else "O" for t in tags)
 
 
 def spans(tags: tuple[str, ...] | list[str]) -> list[tuple[str, int, int]]:
@@ -155,79 +178,89 @@ def spans(tags: tuple[str, ...] | list[str]) -> list[tuple[str, int, int]]:
     return result
 
 
-def load_ner_split(name: str, split: str, root: str | Path) -> list[NerSentence]:
-    """Read one split of a registered NER set with its tags normalised to IOB2."""
-    if name not in NER_DATASETS:
-        raise KeyError(f"unknown NER dataset {name!r}; known: {sorted(NER_DATASETS)}")
-    sentences = read_conll(NER_DATASETS[name].path(root, split))
-    return [dataclasses.replace(s, tags=to_iob2(s.tags)) for s in sentences]
+def entity_types(sentences: list[NerSentence]) -> list[str]:
+    return sorted({t[2:] for s in sentences for t in s.tags if t != "O"})
 
 
-def ner_stats(sentences: list[NerSentence]) -> dict:
-    """Counts in the shape of the data README's tables (entity counts per type from IOB2 spans)."""
-    types = Counter(t for s in sentences for (t, _, _) in spans(s.tags))
-    return {
-        "sentences": len(sentences),
-        "tokens": sum(len(s.tokens) for s in sentences),
-        "documents": len({s.doc_id for s in sentences if s.doc_id is not None}),
-        "entities": sum(types.values()),
-        "entities_per_type": dict(sorted(types.items())),
-    }
+# 2. classification: JSON Lines --------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
-class CitationExample:
+class Example:
     text: str
     label: str
     line: int
 
 
-def read_scicite(path: str | Path, labels: tuple[str, ...] = SCICITE_LABELS) -> list[CitationExample]:
-    """Read SciCite JSON Lines (``text``, ``label``; texts may contain newlines)."""
+def read_classification(path: str | Path, text_field: str = "text", label_field: str = "label") -> list[Example]:
+    """Read JSON Lines with a text and a label field (texts may contain newlines; labels may be
+    strings or integers, read as strings)."""
     out = []
     for lineno, obj in iter_jsonl(path):
-        text, label = obj.get("text"), obj.get("label")
+        if not isinstance(obj, dict):
+            raise DataFormatError(path, lineno, f"expected a JSON object with '{text_field}' and '{label_field}'")
+        text = obj.get(text_field)
         if not isinstance(text, str) or not text.strip():
-            raise DataFormatError(path, lineno, "expected a non-empty string field 'text'")
-        if label not in labels:
-            raise DataFormatError(path, lineno, f"unknown label {label!r}; expected one of {list(labels)}")
-        out.append(CitationExample(text, label, lineno))
+            raise DataFormatError(path, lineno, f"expected a non-empty string field '{text_field}'")
+        if label_field not in obj:
+            raise DataFormatError(path, lineno, f"missing label field '{label_field}'")
+        label = obj[label_field]
+        if isinstance(label, bool) or not isinstance(label, (str, int)) or not str(label).strip():
+            raise DataFormatError(
+                path, lineno, f"label field '{label_field}' must be a non-empty string or an integer, got {label!r}"
+            )
+        out.append(Example(text, str(label), lineno))
     if not out:
-        raise DataFormatError(path, None, "file is empty; expected SciCite JSON lines")
+        raise DataFormatError(path, None, "no examples found (empty file?)")
     return out
 
 
-def load_scicite_split(split: str, root: str | Path) -> list[CitationExample]:
-    return read_scicite(Path(root) / SCICITE_DIR / f"{split}.jsonl")
+# 3. the normalised splits that prepare_data writes -------------------------------------------------------
+
+META = "dataset.json"
 
 
-def eval_texts(name: str, split: str, root: str | Path) -> list[list[str]]:
-    """The word sequences of one split of an evaluation set (for contamination checks and TAPT)."""
-    if name in NER_DATASETS:
-        return [list(s.tokens) for s in read_conll(NER_DATASETS[name].path(root, split))]
-    if name == "scicite":
-        return [ex.text.split() for ex in load_scicite_split(split, root)]
-    raise KeyError(f"unknown evaluation dataset {name!r}")
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A prepared dataset: its metadata (task, labels, sources, counts) and its splits."""
+
+    meta: dict
+    splits: dict  # split -> list[NerSentence] or list[Example]
+
+    @property
+    def name(self) -> str:
+        return self.meta["name"]
+
+    @property
+    def labels(self) -> list[str]:
+        return self.meta["labels"]
 
 
-def ner_to_dataset(sentences: list[NerSentence]):
-    """A ``datasets.Dataset`` with ``tokens``, ``tags`` and ``doc_id`` columns, for ``map``-based
-    tokenisation and caching in the training stages."""
-    import datasets
+def load_prepared(directory: str | Path, task: str | None = None, splits: tuple[str, ...] | None = None) -> Prepared:
+    """Read ``prepare_data``'s output (``dataset.json`` and one JSONL file per split; only
+    ``splits`` when given)."""
+    directory = Path(directory)
+    meta_path = directory / META
+    if not meta_path.is_file():
+        raise DataFormatError(meta_path, None, "not found: run `dvc repro prepare_data` (or check the path)")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if task is not None and meta.get("task") != task:
+        raise DataFormatError(
+            meta_path, None, f"dataset '{meta.get('name')}' is a {meta.get('task')} dataset, not {task}"
+        )
+    out = {}
+    for split in splits or meta["splits"]:
+        rows = [row for _, row in iter_jsonl(directory / f"{split}.jsonl")]
+        if meta["task"] == "ner":
+            out[split] = [NerSentence(tuple(r["tokens"]), tuple(r["tags"]), r["doc_id"], r["line"]) for r in rows]
+        else:
+            out[split] = [Example(r["text"], r["label"], r["line"]) for r in rows]
+    return Prepared(meta, out)
 
-    return datasets.Dataset.from_dict(
-        {
-            "tokens": [list(s.tokens) for s in sentences],
-            "tags": [list(s.tags) for s in sentences],
-            "doc_id": [s.doc_id or "" for s in sentences],
-        }
-    )
 
-
-def scicite_to_dataset(examples: list[CitationExample]):
-    import datasets
-
-    return datasets.Dataset.from_dict({"text": [e.text for e in examples], "label": [e.label for e in examples]})
+def words_of(example: NerSentence | Example) -> list[str]:
+    """The whitespace words of an example (contamination guard, task-adaptive pretraining)."""
+    return list(example.tokens) if isinstance(example, NerSentence) else example.text.split()
 
 
 # Pretraining documents -------------------------------------------------------------------------------

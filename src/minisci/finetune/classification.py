@@ -1,31 +1,44 @@
-"""The ``finetune_scicite`` stage: citation intent (background / method / result) as sequence
-classification. Epoch chosen on dev by macro-F1; test scored once with the chosen weights."""
+"""The ``finetune_classification`` task: any single-label text classification set of the catalogue
+(SciCite citation intent by default) as sequence classification. The epoch is chosen on dev by
+macro-F1; test is scored once with the chosen weights.
+
+Macro-F1 averages over the labels that occur in gold or predictions (a class absent from a split
+and never predicted would otherwise add a meaningless 0); micro-F1 and accuracy are reported too.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from pathlib import Path
 
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
 
-from minisci.config import FinetuneSciciteConfig
-from minisci.data.readers import SCICITE_LABELS, CitationExample, load_scicite_split
-from minisci.finetune.common import aggregate_seeds, class_weights, fit_and_select, sorted_logits, subsample
+from minisci.config import FinetuneClassificationConfig
+from minisci.data.readers import Example, Prepared, load_prepared
+from minisci.finetune.common import (
+    FinetuneResult,
+    SeedRun,
+    Task,
+    class_weights,
+    fit_and_select,
+    run_seeds,
+    sorted_logits,
+)
 
 
-def encode(examples: list[CitationExample], tokenizer, label2id: dict[str, int], max_length: int) -> list[dict]:
-    """Texts tokenised with truncation at ``max_length`` (SciCite's longest text, 228 words, fits
-    in 512 pieces; the stage reports how many were cut at the configured length)."""
+def encode(examples: list[Example], tokenizer, label2id: dict[str, int], max_length: int) -> list[dict]:
+    """Texts tokenised with truncation at ``max_length`` (the stage reports how many test texts
+    were cut at the configured length)."""
     enc = tokenizer([e.text for e in examples], truncation=True, max_length=max_length)["input_ids"]
     return [{"input_ids": ids, "labels": label2id[e.label]} for ids, e in zip(enc, examples)]
 
 
-def classification_metrics(gold: list[str], pred: list[str], labels: tuple[str, ...] = SCICITE_LABELS) -> dict:
-    p, r, f, support = precision_recall_fscore_support(gold, pred, labels=list(labels), zero_division=0)
+def classification_metrics(gold: list[str], pred: list[str], labels: list[str]) -> dict:
+    present = [lab for lab in labels if lab in set(gold) | set(pred)]  # declared order
+    p, r, f, support = precision_recall_fscore_support(gold, pred, labels=labels, zero_division=0)
     return {
         "accuracy": round(float(accuracy_score(gold, pred)), 4),
-        "macro_f1": round(float(f1_score(gold, pred, labels=list(labels), average="macro", zero_division=0)), 4),
+        "macro_f1": round(float(f1_score(gold, pred, labels=present, average="macro", zero_division=0)), 4),
+        "micro_f1": round(float(f1_score(gold, pred, labels=present, average="micro", zero_division=0)), 4),
         "per_class": {
             lab: {
                 "precision": round(float(p[i]), 4),
@@ -35,7 +48,7 @@ def classification_metrics(gold: list[str], pred: list[str], labels: tuple[str, 
             }
             for i, lab in enumerate(labels)
         },
-        "confusion_matrix": confusion_matrix(gold, pred, labels=list(labels)).tolist(),
+        "confusion_matrix": confusion_matrix(gold, pred, labels=labels).tolist(),
     }
 
 
@@ -50,26 +63,20 @@ def predict(
     return [id2label[max(range(len(p)), key=p.__getitem__)] for p in probs], probs
 
 
-def evaluate(model, tokenizer, examples: list[CitationExample], id2label, cfg: FinetuneSciciteConfig):
+def evaluate(model, tokenizer, examples: list[Example], id2label: dict[int, str], cfg: FinetuneClassificationConfig):
     pred, probs = predict(model, tokenizer, [e.text for e in examples], id2label, cfg.max_length, cfg.eval_batch_size)
-    return classification_metrics([e.label for e in examples], pred), pred, probs
+    return classification_metrics([e.label for e in examples], pred, list(id2label.values())), pred, probs
 
 
-@dataclasses.dataclass
-class SciciteResult:
-    model: object
-    tokenizer: object
-    metrics: dict
-    test_predictions: list[dict]
-    log_history: list[dict]
-
-
-def train_one_seed(model_dir: Path, tokenizer, splits: dict, cfg: FinetuneSciciteConfig, seed: int, work_dir: Path):
+def train_one_seed(
+    model_dir: Path, tokenizer, data: Prepared, cfg: FinetuneClassificationConfig, seed: int, work_dir: Path
+) -> SeedRun:
     import datasets
     from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, set_seed
 
     set_seed(seed)
-    id2label = dict(enumerate(SCICITE_LABELS))
+    splits = data.splits
+    id2label = dict(enumerate(data.labels))
     label2id = {l: i for i, l in id2label.items()}
     model = AutoModelForSequenceClassification.from_pretrained(
         model_dir,
@@ -81,7 +88,7 @@ def train_one_seed(model_dir: Path, tokenizer, splits: dict, cfg: FinetuneScicit
         trust_remote_code=False,
     )
     train_ds = datasets.Dataset.from_list(encode(splits["train"], tokenizer, label2id, cfg.max_length))
-    weights = class_weights([e.label for e in splits["train"]], list(SCICITE_LABELS), cfg.loss, cfg.beta)
+    weights = class_weights([e.label for e in splits["train"]], list(data.labels), cfg.loss, cfg.beta)
     best, dev_history, log_history = fit_and_select(
         model,
         tokenizer,
@@ -89,7 +96,7 @@ def train_one_seed(model_dir: Path, tokenizer, splits: dict, cfg: FinetuneScicit
         DataCollatorWithPadding(tokenizer),
         weights,
         lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0],
-        "macro_f1",
+        TASK.selection_key,
         cfg,
         seed,
         work_dir,
@@ -97,67 +104,38 @@ def train_one_seed(model_dir: Path, tokenizer, splits: dict, cfg: FinetuneScicit
         data=[(e.text, e.label) for sp in ("train", "dev") for e in splits[sp]],
     )
     test_metrics, pred, probs = evaluate(model, tokenizer, splits["test"], id2label, cfg)
-    return (
-        model,
-        {
-            "best_epoch": best["epoch"],
-            "dev": best["metrics"],
-            "test": test_metrics,
-            "dev_per_epoch": [
-                {k: v for k, v in h.items() if k not in ("per_class", "confusion_matrix")} for h in dev_history
-            ],
-        },
-        (pred, probs),
-        log_history,
-    )
-
-
-def run_finetune_scicite(
-    data_dir: str | Path, model_dir: str | Path, cfg: FinetuneSciciteConfig, work_dir: str | Path
-) -> SciciteResult:
-    from transformers import AutoTokenizer
-
-    start = time.perf_counter()
-    splits = {sp: load_scicite_split(sp, data_dir) for sp in ("train", "dev", "test")}
-    splits["train"] = subsample(splits["train"], cfg.max_train_examples, cfg.seeds[0])
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
-    truncated = sum(len(ids) > cfg.max_length for ids in tokenizer([e.text for e in splits["test"]])["input_ids"])
-    per_seed, first = {}, None
-    for seed in cfg.seeds:
-        model, m, pred, history = train_one_seed(
-            Path(model_dir), tokenizer, splits, cfg, seed, Path(work_dir) / f"seed{seed}"
-        )
-        per_seed[seed] = m
-        if first is None:
-            first = (model, pred, history)
-    model, (pred, probs), history = first
-    head = per_seed[cfg.seeds[0]]
     metrics = {
-        "labels": list(SCICITE_LABELS),
-        "seeds": list(cfg.seeds),
-        "train_examples": len(splits["train"]),
-        "best_epoch": head["best_epoch"],
-        "dev": head["dev"],
-        "test": head["test"],
-        "dev_per_epoch": head["dev_per_epoch"],
-        "test_truncated_texts": truncated,
-        "wall_seconds": round(time.perf_counter() - start, 1),
+        "best_epoch": best["epoch"],
+        "dev": best["metrics"],
+        "test": test_metrics,
+        "dev_per_epoch": [
+            {k: v for k, v in h.items() if k not in ("per_class", "confusion_matrix")} for h in dev_history
+        ],
     }
-    if len(cfg.seeds) > 1:
-        metrics["per_seed"] = {
-            str(s): {
-                "best_epoch": m["best_epoch"],
-                "dev_macro_f1": m["dev"]["macro_f1"],
-                "accuracy": m["test"]["accuracy"],
-                "macro_f1": m["test"]["macro_f1"],
-            }
-            for s, m in per_seed.items()
-        }
-        metrics["test_over_seeds"] = aggregate_seeds(
-            {s: m["test"] for s, m in per_seed.items()}, ("accuracy", "macro_f1")
-        )
-    rows = [
+    return SeedRun(model, metrics, list(zip(pred, probs)), log_history)
+
+
+def describe(data: Prepared, cfg: FinetuneClassificationConfig, tokenizer) -> dict:
+    test = [e.text for e in data.splits["test"]]
+    return {
+        "train_examples": len(data.splits["train"]),
+        **data.meta.get("train_quality", {}),
+        "test_truncated_texts": sum(len(ids) > cfg.max_length for ids in tokenizer(test)["input_ids"]),
+    }
+
+
+def prediction_rows(data: Prepared, predictions: list[tuple[str, list[float]]]) -> list[dict]:
+    return [
         {"i": i, "gold": e.label, "pred": p, "probs": [round(x, 5) for x in pr]}
-        for i, (e, p, pr) in enumerate(zip(splits["test"], pred, probs))
+        for i, (e, (p, pr)) in enumerate(zip(data.splits["test"], predictions))
     ]
-    return SciciteResult(model, tokenizer, metrics, rows, history)
+
+
+TASK = Task("classification", "macro_f1", ("accuracy", "macro_f1"), train_one_seed, describe, prediction_rows)
+
+
+def run_finetune_classification(
+    data_dir: str | Path, model_dir: str | Path, cfg: FinetuneClassificationConfig, work_dir: str | Path
+) -> FinetuneResult:
+    """Fine-tune on a prepared classification dataset (``prepare_data`` output) once per seed."""
+    return run_seeds(TASK, load_prepared(data_dir, task="classification"), model_dir, cfg, work_dir)

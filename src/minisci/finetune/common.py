@@ -1,14 +1,20 @@
-"""What both fine-tuning stages share: class weights, a Trainer with a weighted loss, model
+"""What every fine-tuning task shares: class weights, a Trainer with a weighted loss, model
 selection on dev at each epoch end with resumable epoch checkpoints, length-sorted batched
-inference, and seed aggregation."""
+inference, and the one seed loop with its one result type.
+
+A task module (``ner``, ``classification``) supplies a :class:`Task`: how to train and score one
+seed, and how to describe its data and predictions. :func:`run_seeds` does the rest.
+"""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
 import random
 import statistics
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +27,7 @@ from minisci.batching import length_batches
 from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
-from minisci.training import checkpoint_to_resume, fingerprint, training_arguments
+from minisci.training import checkpoint_to_resume, fingerprint, training_arguments, write_curves
 
 # 1. class weights ------------------------------------------------------------------------------------
 
@@ -221,6 +227,29 @@ def fit_and_select(
     return selection.restore(model), selection.history, trainer.state.log_history
 
 
+def stage_arguments(description: str) -> argparse.ArgumentParser:
+    """The command line both fine-tuning stages share: every path they touch."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--data", required=True, help="a prepared dataset (output of prepare_data)")
+    p.add_argument("--model", required=True, help="encoder directory (models/baseline or models/adapted)")
+    p.add_argument("--out", required=True, help="directory: the fine-tuned model, test predictions, model card")
+    p.add_argument("--metrics", required=True, help="JSON metrics file")
+    p.add_argument("--plots", required=True, help="directory: training curves (DVCLive) and other plot data")
+    p.add_argument("--checkpoints", required=True, help="epoch checkpoints, kept across runs for resume")
+    p.add_argument("--params", default="params.yaml")
+    return p
+
+
+def publish(
+    result: FinetuneResult, args: argparse.Namespace, curves: tuple[str, ...], card: dict, plots: dict | None = None
+) -> None:
+    """Everything a fine-tuning stage writes: the model directory, its curves and plot data, and
+    the metrics file last (a metrics file means the stage's other outputs are complete)."""
+    save_finetuned(args.out, result, **card)
+    write_curves(result.log_history, args.plots, curves, extra=plots)
+    write_json(args.metrics, result.metrics)
+
+
 def save_finetuned(out: str | Path, result, **card) -> None:
     """A fine-tuned model in Hugging Face format with its test predictions and model card, published
     atomically (``card``: the arguments of :func:`minisci.cards.write_model_card` after the directory)."""
@@ -258,6 +287,86 @@ def subsample(examples: list, n: int, seed: int) -> list:
 
 
 # 4. seeds -------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class SeedRun:
+    """One seed's fine-tuned model, its metrics (best_epoch, dev, test, dev_per_epoch, ...), its
+    test predictions (one per test example) and the Trainer's log history."""
+
+    model: object
+    metrics: dict
+    predictions: list
+    log_history: list[dict]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What a fine-tuning task supplies to the seed loop."""
+
+    name: str  # ner | classification (the catalogue's task)
+    selection_key: str  # the dev metric that chooses the epoch
+    seed_keys: tuple[str, ...]  # test metrics reported per seed and as mean +- sd
+    train_one_seed: Callable  # (model_dir, tokenizer, data, cfg, seed, work_dir) -> SeedRun
+    describe: Callable  # (data, cfg, tokenizer) -> extra metrics about the data
+    prediction_rows: Callable  # (data, predictions of one seed) -> test prediction rows
+
+
+@dataclasses.dataclass
+class FinetuneResult:
+    """The first seed's model and predictions (what the stage saves), metrics over all seeds."""
+
+    model: object
+    tokenizer: object
+    metrics: dict
+    test_predictions: list[dict]
+    log_history: list[dict]
+
+
+def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path) -> FinetuneResult:
+    """Fine-tune once per seed of ``cfg.seeds`` (each resumable in ``work_dir/seed<N>``); metrics of
+    the first seed as the headline, every seed's in ``per_seed`` and ``test_over_seeds``, and every
+    seed's test predictions in the rows (``preds``) for the seed-aware bootstrap."""
+    from transformers import AutoTokenizer
+
+    start = time.perf_counter()
+    # 1. data: the training subset is drawn once, from the first seed, so every seed sees the same data
+    data = dataclasses.replace(
+        data, splits={**data.splits, "train": subsample(data.splits["train"], cfg.max_train_examples, cfg.seeds[0])}
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
+    runs = {
+        seed: task.train_one_seed(Path(model_dir), tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
+        for seed in cfg.seeds
+    }
+    first = runs[cfg.seeds[0]]
+    head = first.metrics
+    metrics = {
+        "dataset": data.name,
+        "labels": head.get("labels", data.labels),
+        "seeds": list(cfg.seeds),
+        **task.describe(data, cfg, tokenizer),
+        **{k: v for k, v in head.items() if k != "labels"},
+    }
+    # 4. every seed, when there are several
+    rows = task.prediction_rows(data, first.predictions)
+    if len(cfg.seeds) > 1:
+        key = task.selection_key
+        metrics["per_seed"] = {
+            str(s): {
+                "best_epoch": r.metrics["best_epoch"],
+                f"dev_{key}": r.metrics["dev"][key],
+                **{k: r.metrics["test"][k] for k in task.seed_keys},
+            }
+            for s, r in runs.items()
+        }
+        metrics["test_over_seeds"] = aggregate_seeds({s: r.metrics["test"] for s, r in runs.items()}, task.seed_keys)
+        by_seed = {str(s): task.prediction_rows(data, r.predictions) for s, r in runs.items()}
+        for i, row in enumerate(rows):
+            row["preds"] = {s: seed_rows[i]["pred"] for s, seed_rows in by_seed.items()}
+    metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
+    return FinetuneResult(first.model, tokenizer, metrics, rows, first.log_history)
 
 
 def aggregate_seeds(per_seed: dict[int, dict], keys: tuple[str, ...]) -> dict:

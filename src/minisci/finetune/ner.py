@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from pathlib import Path
 
 import torch
@@ -22,21 +20,22 @@ from seqeval.metrics import accuracy_score, classification_report
 from seqeval.scheme import IOB2
 
 from minisci.config import FinetuneNerConfig
-from minisci.data.readers import NerSentence, load_ner_split, spans, to_iob2
-from minisci.errors import MinisciError
-from minisci.finetune.common import aggregate_seeds, class_weights, fit_and_select, sorted_logits, subsample
+from minisci.data.readers import NerSentence, Prepared, load_prepared, spans, to_iob2
+from minisci.finetune.common import (
+    FinetuneResult,
+    SeedRun,
+    Task,
+    class_weights,
+    fit_and_select,
+    run_seeds,
+    sorted_logits,
+)
 from minisci.finetune.crf import BertCrfForTokenClassification
 
 IGNORE = -100
 
 
 # 1. labels and windows ---------------------------------------------------------------------------------
-
-
-def label_list(sentences: list[NerSentence]) -> list[str]:
-    """O first, then B-/I- of every type in sorted order."""
-    types = sorted({t[2:] for s in sentences for t in s.tags if t != "O"})
-    return ["O"] + [f"{p}-{t}" for t in types for p in "BI"]
 
 
 def word_pieces(sentences: list[NerSentence], tokenizer) -> list[list[list[int]]]:
@@ -167,24 +166,22 @@ def evaluate(
     return metrics, pred
 
 
-# 3. the stage ------------------------------------------------------------------------------------------------
+# 3. the task --------------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class NerResult:
-    model: object
-    tokenizer: object
-    metrics: dict
-    test_predictions: list[dict]
-    log_history: list[dict]
+def label_list(types: list[str]) -> list[str]:
+    """O first, then B-/I- of every entity type in the dataset's label order (sorted when read from train)."""
+    return ["O"] + [f"{p}-{t}" for t in types for p in "BI"]
 
 
 def train_one_seed(
-    model_dir: Path, tokenizer, splits: dict, labels: list[str], cfg: FinetuneNerConfig, seed: int, work_dir: Path
-):
+    model_dir: Path, tokenizer, data: Prepared, cfg: FinetuneNerConfig, seed: int, work_dir: Path
+) -> SeedRun:
+    import datasets
     from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, set_seed
 
     set_seed(seed)  # the classifier head's initialisation
+    splits, labels = data.splits, label_list(data.labels)
     id2label = dict(enumerate(labels))
     model_cls = BertCrfForTokenClassification if cfg.crf else AutoModelForTokenClassification
     model = model_cls.from_pretrained(
@@ -200,18 +197,15 @@ def train_one_seed(
         {"input_ids": f["input_ids"], "labels": f["labels"]}
         for f in encode_sentences(splits["train"], tokenizer, model.config.label2id, cfg.max_length)
     ]
-    import datasets
-
-    train_ds = datasets.Dataset.from_list(train_feats)
     weights = class_weights([t for s in splits["train"] for t in s.tags], labels, cfg.loss, cfg.beta)
     best, dev_history, log_history = fit_and_select(
         model,
         tokenizer,
-        train_ds,
+        datasets.Dataset.from_list(train_feats),
         DataCollatorForTokenClassification(tokenizer),
         weights,
         lambda m: evaluate(m, tokenizer, splits["dev"], id2label, cfg)[0],
-        "f1",
+        TASK.selection_key,
         cfg,
         seed,
         work_dir,
@@ -219,71 +213,37 @@ def train_one_seed(
         data=[(s.tokens, s.tags) for sp in ("train", "dev") for s in splits[sp]],
     )
     test_metrics, test_pred = evaluate(model, tokenizer, splits["test"], id2label, cfg)
-    return (
-        model,
-        {
-            "best_epoch": best["epoch"],
-            "dev": best["metrics"],
-            "test": test_metrics,
-            "dev_per_epoch": dev_history,
-            "class_weights": weights,
-        },
-        test_pred,
-        log_history,
-    )
+    metrics = {
+        "labels": labels,
+        "best_epoch": best["epoch"],
+        "dev": best["metrics"],
+        "test": test_metrics,
+        "dev_per_epoch": dev_history,
+        "class_weights": weights,
+    }
+    return SeedRun(model, metrics, test_pred, log_history)
+
+
+def describe(data: Prepared, cfg: FinetuneNerConfig, tokenizer) -> dict:
+    return {
+        "train_sentences": len(data.splits["train"]),
+        "tag_scheme": data.meta["scheme"],
+        "test_entities_reader": sum(len(spans(s.tags)) for s in data.splits["test"]),
+    }
+
+
+def prediction_rows(data: Prepared, predictions: list[list[str]]) -> list[dict]:
+    return [
+        {"sentence": i, "tokens": list(s.tokens), "gold": list(s.tags), "pred": p}
+        for i, (s, p) in enumerate(zip(data.splits["test"], predictions))
+    ]
+
+
+TASK = Task("ner", "f1", ("precision", "recall", "f1", "macro_f1"), train_one_seed, describe, prediction_rows)
 
 
 def run_finetune_ner(
-    dataset: str, data_dir: str | Path, model_dir: str | Path, cfg: FinetuneNerConfig, work_dir: str | Path
-) -> NerResult:
-    from transformers import AutoTokenizer
-
-    start = time.perf_counter()
-    # 1. data (IOB2 tags; IOB1 files converted by the reader)
-    splits = {sp: load_ner_split(dataset, sp, data_dir) for sp in ("train", "dev", "test")}
-    labels = label_list(splits["train"])
-    splits["train"] = subsample(splits["train"], cfg.max_train_examples, cfg.seeds[0])
-    unknown = {t for sp in ("dev", "test") for s in splits[sp] for t in s.tags} - set(labels)
-    if unknown:
-        raise MinisciError(f"{dataset}: dev/test use labels absent from train: {sorted(unknown)}")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
-    # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
-    per_seed, first = {}, None
-    for seed in cfg.seeds:
-        model, m, pred, history = train_one_seed(
-            Path(model_dir), tokenizer, splits, labels, cfg, seed, Path(work_dir) / f"seed{seed}"
-        )
-        per_seed[seed] = m
-        if first is None:
-            first = (model, pred, history)
-    model, pred, history = first
-    head = per_seed[cfg.seeds[0]]
-    metrics = {
-        "dataset": dataset,
-        "labels": labels,
-        "seeds": list(cfg.seeds),
-        "train_sentences": len(splits["train"]),
-        "best_epoch": head["best_epoch"],
-        "dev": head["dev"],
-        "test": head["test"],
-        "dev_per_epoch": head["dev_per_epoch"],
-        "test_entities_reader": sum(len(spans(s.tags)) for s in splits["test"]),
-        "wall_seconds": round(time.perf_counter() - start, 1),
-    }
-    if len(cfg.seeds) > 1:
-        metrics["per_seed"] = {
-            str(s): {
-                "best_epoch": m["best_epoch"],
-                "dev_f1": m["dev"]["f1"],
-                **{k: m["test"][k] for k in ("precision", "recall", "f1")},
-            }
-            for s, m in per_seed.items()
-        }
-        metrics["test_over_seeds"] = aggregate_seeds(
-            {s: m["test"] for s, m in per_seed.items()}, ("precision", "recall", "f1", "macro_f1")
-        )
-    rows = [
-        {"sentence": i, "tokens": list(s.tokens), "gold": list(s.tags), "pred": p}
-        for i, (s, p) in enumerate(zip(splits["test"], pred))
-    ]
-    return NerResult(model, tokenizer, metrics, rows, history)
+    data_dir: str | Path, model_dir: str | Path, cfg: FinetuneNerConfig, work_dir: str | Path
+) -> FinetuneResult:
+    """Fine-tune on a prepared NER dataset (``prepare_data`` output) once per seed."""
+    return run_seeds(TASK, load_prepared(data_dir, task="ner"), model_dir, cfg, work_dir)

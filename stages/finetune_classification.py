@@ -1,0 +1,59 @@
+"""Stage finetune_classification: fine-tune one model arm on one prepared classification dataset of
+the catalogue (SciCite citation intent by default); choose the epoch on dev (macro-F1), score test
+once; save the model, test predictions, metrics, confusion data, curves.
+
+Usage: python stages/finetune_classification.py --data data/prepared/scicite --model models/adapted \\
+           --out models/finetune_classification/scicite/adapted \\
+           --metrics metrics/finetune_classification/scicite/adapted.json \\
+           --plots plots/finetune_classification/scicite/adapted \\
+           --checkpoints models/finetune_checkpoints/classification/scicite/adapted
+
+A checkpoint is written at every epoch end into --checkpoints (a DVC ``persist`` output); an
+interrupted run resumes from the newest complete one of the same params, data, base model and code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from minisci.config import FinetuneClassificationConfig, load_section
+from minisci.finetune.classification import run_finetune_classification
+from minisci.finetune.common import publish, stage_arguments
+from minisci.stage import run_stage
+
+CURVES = ("loss", "learning_rate", "dev_macro_f1", "dev_accuracy")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = stage_arguments(__doc__.splitlines()[0]).parse_args(argv)
+    cfg = load_section(FinetuneClassificationConfig, "finetune_classification", args.params)
+    result = run_finetune_classification(args.data, args.model, cfg, args.checkpoints)
+    m = result.metrics
+    card = dict(
+        title=f"minisci text classification: {m['dataset']} ({args.model})",
+        summary=f"Sequence classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch "
+        f"{m['best_epoch']} chosen on dev macro-F1, test scored once. `test_predictions.jsonl` holds the test predictions.",
+        base=args.model,
+        data=f"{m['dataset']} train (dev for model selection), prepared in {args.data}",
+        params={"finetune_classification": dataclasses.asdict(cfg)},
+        metrics={
+            "dev": {k: m["dev"][k] for k in ("accuracy", "macro_f1")},
+            "test": {k: m["test"][k] for k in ("accuracy", "macro_f1", "per_class")},
+            "best_epoch": m["best_epoch"],
+        },
+        usage=f'from transformers import pipeline\nclassify = pipeline("text-classification", model="{args.out}")\n'
+        'classify("We used the protocol of Smith et al. (2001).")',
+    )
+    # One row per test example, for DVC's confusion-matrix template.
+    confusion = [{"actual": r["gold"], "predicted": r["pred"]} for r in result.test_predictions]
+    publish(result, args, CURVES, card, plots={"confusion.json": confusion})
+    print(
+        f"finetune_classification {m['dataset']} ({args.model}): best epoch {m['best_epoch']}, "
+        f"dev macro-F1 {m['dev']['macro_f1']:.4f}, test accuracy {m['test']['accuracy']:.4f}, "
+        f"macro-F1 {m['test']['macro_f1']:.4f} ({m['wall_seconds']:.0f} s)"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))

@@ -1,0 +1,37 @@
+"""Stage prepare_data: read one dataset of the catalogue (params.yaml ``datasets``) as declared,
+check it, and write its normalised splits (IOB2 NER sentences or labelled texts) and dataset.json.
+
+Usage: python stages/prepare_data.py --dataset bc5cdr --data data/raw/ner/bc5cdr --out data/prepared/bc5cdr
+
+One DVC stage per catalogue entry (``prepare_data@<name>``); --data is the entry's ``dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from minisci.config import SPLITS, catalog_entry
+from minisci.data.prepare import prepare_dataset, write_prepared
+from minisci.stage import run_stage
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", required=True, help="catalogue entry (a key of the params 'datasets' section)")
+    p.add_argument("--data", required=True, help="the entry's directory (its 'dir')")
+    p.add_argument("--out", required=True, help="directory: train/dev/test.jsonl and dataset.json")
+    p.add_argument("--params", default="params.yaml")
+    args = p.parse_args(argv)
+
+    cfg = dataclasses.replace(catalog_entry(args.dataset, path=args.params), dir=args.data)
+    rows, meta = prepare_dataset(args.dataset, cfg)
+    write_prepared(args.out, rows, meta)
+    sizes = ", ".join(f"{sp} {len(rows[sp])}" for sp in SPLITS)
+    scheme = f", tags {meta['scheme']} ({meta['scheme_declared']})" if cfg.task == "ner" else ""
+    print(f"prepare_data {args.dataset}: {cfg.task}, {sizes}{scheme}, labels {meta['labels']} -> {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))
