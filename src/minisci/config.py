@@ -206,9 +206,14 @@ class PretrainConfig:
     save_steps: int
     save_total_limit: int
     seed: int
+    nsp: bool = True  # false: MLM loss only; the NSP head and pooler stay as loaded
+    vocab_extension: int = 0  # whole words to add to the vocabulary (0 = the base vocabulary as is)
+    vocab_min_pieces: int = 3  # a word is a candidate if the base WordPiece splits it into this many pieces
 
     def __post_init__(self) -> None:
         s = "pretrain"
+        _check(self.vocab_extension >= 0, s, "vocab_extension must be >= 0 (0 = off)")
+        _check(self.vocab_min_pieces >= 2, s, "vocab_min_pieces must be >= 2 (one-piece words are in the vocabulary)")
         _check(self.epochs > 0 or self.max_steps > 0, s, "set epochs > 0 or max_steps > 0")
         _check(
             self.batch_size > 0 and self.eval_batch_size > 0 and self.grad_accum > 0,

@@ -1,12 +1,18 @@
 """The ``pretrain`` stage: continued MLM + NSP pretraining of a BERT encoder.
 
-Phases: 1. load pairs and tokenise; 2. load the model (random heads for all-MiniLM-L6-v2);
+Phases: 1. load pairs, optionally extend the vocabulary with frequent domain words, and tokenise;
+2. load the model (random heads for all-MiniLM-L6-v2; new word embeddings from their pieces);
 3. evaluate the base model on held-out pairs; 4. train with the Hugging Face Trainer (resuming
 from the newest complete checkpoint of the same configuration); 5. evaluate the adapted model.
 
 Head warm-up: for the first ``head_warmup_steps`` steps the encoder's learning rate is 0 and only
 the (randomly initialised) heads learn, so their random gradients do not wreck the encoder. This is
 done with per-group learning-rate schedules rather than ``requires_grad``, which would break DDP.
+
+MLM only (``nsp: false``): the loss is the MLM loss alone, and the NSP classifier and the pooler
+(which only NSP reads here) are frozen from the start, so they stay exactly as loaded and DDP never
+waits for their gradients. The pairs and their NSP labels are still read; the held-out NSP
+accuracy is still reported (that of the untrained head).
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from minisci.errors import DataFormatError
 from minisci.io import iter_jsonl, sha256_file
 from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
+from minisci.pretrain.vocab import add_tokens, init_new_embeddings, plan_extension
 from minisci.training import checkpoint_to_resume, fingerprint, training_arguments
 
 HEAD_PREFIX = "cls."  # BertForPreTraining's MLM transform and NSP classifier
+NSP_ONLY_PREFIXES = ("cls.seq_relationship.", "bert.pooler.")  # parameters only the NSP loss trains
 CURVE_KEYS = ("loss", "mlm_loss", "nsp_loss", "learning_rate", "head_learning_rate", "tokens_per_second", "grad_norm")
 
 
@@ -122,7 +130,7 @@ class PretrainTrainer(Trainer):
                     params = [
                         p
                         for n, p in model.named_parameters()
-                        if n.startswith(HEAD_PREFIX) == is_head and (n in decay) == with_decay
+                        if n.startswith(HEAD_PREFIX) == is_head and (n in decay) == with_decay and p.requires_grad
                     ]
                     groups.append(
                         {
@@ -151,7 +159,7 @@ class PretrainTrainer(Trainer):
         self._sums["mlm_loss"] += float(mlm.detach())
         self._sums["nsp_loss"] += float(nsp.detach())
         self._sums["n"] += 1
-        loss = mlm + nsp  # the BERT pretraining objective
+        loss = mlm + nsp if self.cfg.nsp else mlm  # the BERT pretraining objective, or MLM only
         return (loss, outputs) if return_outputs else loss
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
@@ -211,6 +219,13 @@ def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict
 # 4. the stage ------------------------------------------------------------------------------------------
 
 
+def freeze_nsp(model) -> None:
+    """MLM-only pretraining: the NSP classifier and the pooler keep their loaded weights."""
+    for name, p in model.named_parameters():
+        if name.startswith(NSP_ONLY_PREFIXES):
+            p.requires_grad_(False)
+
+
 @dataclasses.dataclass
 class PretrainResult:
     model: object
@@ -240,13 +255,22 @@ def run_pretraining(
         save_total_limit=cfg.save_total_limit,
         eval_batch_size=cfg.eval_batch_size,
     )
-    # 1. data
+    # 1. data; new whole-word tokens before tokenising, so the pairs use them
     tokenizer = load_tokenizer(model_cfg)
-    train_ds = tokenize_pairs(read_pairs(pairs_dir / "train.jsonl"), tokenizer, cfg.max_seq_length)
+    base_vocab_size = len(tokenizer)
+    train_rows = read_pairs(pairs_dir / "train.jsonl")
+    texts = (text for r in train_rows for text in (r["a"], r["b"]))
+    plan = plan_extension(texts, tokenizer, cfg.vocab_extension, cfg.vocab_min_pieces)
+    new_ids = add_tokens(tokenizer, plan) if plan.words else []
+    train_ds = tokenize_pairs(train_rows, tokenizer, cfg.max_seq_length)
     held_ds = tokenize_pairs(read_pairs(pairs_dir / "heldout.jsonl"), tokenizer, cfg.max_seq_length)
 
     # 2. model; checkpoints of this exact configuration only
-    model, random_heads = load_pretraining_model(model_cfg, len(tokenizer), cfg.seed)
+    model, random_heads = load_pretraining_model(model_cfg, base_vocab_size, cfg.seed)
+    if new_ids:
+        init_new_embeddings(model, new_ids, plan, len(tokenizer))
+    if not cfg.nsp:
+        freeze_nsp(model)
     run_id = fingerprint(dataclasses.asdict(model_cfg), dataclasses.asdict(cfg), sha256_file(pairs_dir / "train.jsonl"))
     with args.main_process_first(desc="checkpoint bookkeeping"):
         resume = checkpoint_to_resume(ckpt_dir, run_id) if args.process_index == 0 else None
@@ -300,4 +324,6 @@ def run_pretraining(
         },
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
+    if plan.words:  # only then: the default run's metrics keep their keys
+        metrics["vocab"] = {"added_tokens": len(plan.words), "most_frequent": list(plan.words[:10])}
     return PretrainResult(trainer.model, tokenizer, metrics, state.log_history, trainer.is_world_process_zero())

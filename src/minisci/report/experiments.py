@@ -1,0 +1,186 @@
+"""The experiment log: ``dvc exp show --json`` as a Markdown table, one row per experiment.
+
+Usage: python -m minisci.report.experiments --out metrics/experiments.md
+           [--json FILE] [--metrics delta,test.f1,test.macro_f1,p_value] [--metrics-file metrics/summary.json]
+
+Each baseline commit is a row, followed by its experiments (oldest first). A row shows the params
+that differ from its baseline commit anywhere in the log (one column per such key), the headline
+metrics (keys of ``--metrics-file`` containing any of the ``--metrics`` substrings), and the
+``dvc exp run -S key=value ...`` command that reproduces the experiment from its baseline commit.
+Without ``--json`` the script runs ``dvc exp show --json`` in the current directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from minisci.errors import MinisciError
+from minisci.io import atomic_path
+
+DEFAULT_METRICS = ("delta", "test.f1", "test.macro_f1", "p_value")
+DEFAULT_PARAMS_FILE = "params.yaml"  # dvc exp run -S names keys of other params files as FILE:key
+
+
+# 1. reading dvc exp show --json ---------------------------------------------------------------------
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as dotted keys; lists and scalars are leaves."""
+    if not isinstance(obj, dict) or (prefix and not obj):
+        return {prefix: obj}
+    out = {}
+    for key, value in obj.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _params(data: dict) -> dict[str, Any]:
+    out = {}
+    for file, content in (data.get("params") or {}).items():
+        prefix = "" if file == DEFAULT_PARAMS_FILE else f"{file}:"
+        out.update({prefix + k: v for k, v in flatten((content or {}).get("data") or {}).items()})
+    return out
+
+
+def _row(entry: dict, metrics_file: str, baseline: str | None, state: str) -> dict:
+    data = entry.get("data") or {}
+    metrics = ((data.get("metrics") or {}).get(metrics_file) or {}).get("data") or {}
+    return {
+        "name": entry.get("name") or (entry.get("rev") or "")[:7],
+        "rev": (entry.get("rev") or "")[:7],
+        "baseline": baseline,
+        "timestamp": data.get("timestamp") or "",
+        "state": "failed" if entry.get("error") else state,
+        "params": _params(data),
+        "metrics": flatten(metrics),
+    }
+
+
+def experiment_rows(show: list[dict], metrics_file: str) -> list[dict]:
+    """Baseline commits, each followed by its experiments (oldest first); the workspace is left out."""
+    rows = []
+    for commit in show:
+        if commit.get("rev") == "workspace":
+            continue
+        base = _row(commit, metrics_file, None, "baseline")
+        exps = []
+        for exp in commit.get("experiments") or []:
+            revs = exp.get("revs") or []
+            if revs:  # the newest rev of the experiment
+                state = (exp.get("executor") or {}).get("state") or "done"
+                exps.append(_row(revs[0], metrics_file, base["name"], state))
+        rows += [base, *sorted(exps, key=lambda r: (r["timestamp"], r["name"]))]
+    return rows
+
+
+# 2. the reproducing command -------------------------------------------------------------------------
+
+
+def format_value(value: Any) -> str:
+    """A value as ``dvc exp run -S`` (Hydra override grammar) reads it back."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        plain = value and value == value.strip() and not any(c in value for c in "[]{}(),'\"=:\\")
+        return value if plain and yaml.safe_load(value) == value else "'" + value.replace("'", "\\'") + "'"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def changed_params(row: dict, baseline: dict) -> dict[str, Any]:
+    return {k: v for k, v in sorted(row["params"].items()) if baseline["params"].get(k, object()) != v}
+
+
+def reproduce_command(changes: dict[str, Any]) -> str:
+    return " ".join(["dvc exp run", *(f"-S {shlex.quote(f'{k}={format_value(v)}')}" for k, v in changes.items())])
+
+
+# 3. the table -----------------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    text = format_value(round(value, 4) if isinstance(value, float) else value)
+    return text.replace("|", "\\|")
+
+
+def experiments_table(rows: list[dict], metric_patterns: tuple[str, ...]) -> str:
+    """The Markdown experiment log of ``rows`` (from :func:`experiment_rows`)."""
+    baselines = {r["name"]: r for r in rows if r["baseline"] is None}
+    changes = [changed_params(r, baselines[r["baseline"]]) if r["baseline"] else {} for r in rows]
+    param_keys = sorted({k for c in changes for k in c})
+    metric_keys = sorted({k for r in rows for k in r["metrics"] if any(p in k for p in metric_patterns)})
+    header = ["experiment", "rev", "state", *param_keys, *metric_keys, "reproduce"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row, change in zip(rows, changes):
+        command = f"`{reproduce_command(change)}`" if row["baseline"] else f"`git checkout {row['rev']}`"
+        cells = [row["name"], row["rev"], row["state"]]
+        cells += [_cell(row["params"].get(k)) for k in param_keys]
+        cells += [_cell(row["metrics"].get(k)) for k in metric_keys]
+        lines.append("| " + " | ".join([*cells, command.replace("|", "\\|")]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def dvc_exp_show() -> list[dict]:
+    try:
+        proc = subprocess.run(["dvc", "exp", "show", "--json"], capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise MinisciError("dvc exp show: the dvc command is not installed") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise MinisciError(f"dvc exp show --json failed ({proc.returncode}): {last}")
+    return json.loads(proc.stdout)
+
+
+def read_show(path: str | None) -> list[dict]:
+    if path is None:
+        return dvc_exp_show()
+    try:
+        show = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise MinisciError(f"{path}: cannot read dvc exp show JSON: {e}") from None
+    if not isinstance(show, list):
+        raise MinisciError(f"{path}: expected the list that dvc exp show --json prints")
+    return show
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="Markdown file to write (metrics/experiments.md)")
+    p.add_argument("--json", help="saved output of dvc exp show --json (default: run it here)")
+    p.add_argument(
+        "--metrics",
+        default=",".join(DEFAULT_METRICS),
+        help="comma-separated substrings; metric keys containing any of them become columns",
+    )
+    p.add_argument("--metrics-file", default="metrics/summary.json", help="the metrics file whose keys are shown")
+    args = p.parse_args(argv)
+    patterns = tuple(s.strip() for s in args.metrics.split(",") if s.strip())
+    rows = experiment_rows(read_show(args.json), args.metrics_file)
+    if not rows:
+        raise MinisciError("dvc exp show: no commits or experiments to log")
+    with atomic_path(args.out) as tmp:
+        tmp.write_text(
+            "# Experiment log\n\nGenerated by `python -m minisci.report.experiments` from `dvc exp show --json`; "
+            "params are shown where they differ from the baseline commit.\n\n" + experiments_table(rows, patterns),
+            encoding="utf-8",
+        )
+    print(f"experiments: {len(rows)} rows -> {args.out}")
+
+
+if __name__ == "__main__":
+    from minisci.stage import run_stage
+
+    sys.exit(run_stage(main))

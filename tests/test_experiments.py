@@ -1,0 +1,107 @@
+"""The experiment log: a saved ``dvc exp show --json``, and a tiny real ``dvc exp run`` whose logged
+command reproduces the experiment."""
+
+import json
+import shlex
+import shutil
+import sys
+
+import pytest
+import yaml
+from conftest import REPO, run
+
+from minisci.errors import MinisciError
+from minisci.report.experiments import experiment_rows, experiments_table, format_value, main
+
+SAMPLE = REPO / "tests" / "fixtures" / "dvc_exp_show.json"
+
+
+def table_rows(markdown: str) -> dict[str, dict[str, str]]:
+    """The log's rows by experiment name, as {column: cell}."""
+    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    rows = [dict(zip(header, (c.strip() for c in line.strip("|").split(" | ")))) for line in lines[2:]]
+    return {r["experiment"]: r for r in rows}
+
+
+def test_saved_exp_show_gives_one_row_per_experiment(tmp_path):
+    out = tmp_path / "experiments.md"
+    main(["--out", str(out), "--json", str(SAMPLE)])
+    rows = table_rows(out.read_text())
+    assert list(rows) == ["master", "exp-a", "fusil-bort", "repro", "queued-one"]  # baseline, then oldest first
+    assert rows["exp-a"]["rev"] == "28d0d22" and rows["exp-a"]["train.lr"] == "0.5"
+    assert rows["exp-a"]["reproduce"] == "`dvc exp run -S train.lr=0.5 -S 'train.seeds=[1,2,3]'`"
+    assert rows["fusil-bort"]["reproduce"] == (
+        "`dvc exp run -S train.lr=0.5 -S 'train.name=two words' -S train.nsp=false -S 'train.seeds=[1,2,3]'`"
+    )
+    assert rows["master"]["state"] == "baseline" and rows["master"]["reproduce"] == "`git checkout 55ebfcf`"
+    assert rows["queued-one"]["state"] == "queued" and rows["queued-one"]["ner.delta.f1"] == ""
+    # default metric columns: keys with delta, test.f1, test.macro_f1 or p_value; not seconds.x
+    metric_columns = [c for c in rows["master"] if c.startswith(("ner.", "seconds."))]
+    assert metric_columns == ["ner.adapted.test.f1", "ner.delta.f1", "ner.delta.p_value"]
+    assert rows["exp-a"]["ner.delta.f1"] == "1.0" and rows["master"]["ner.delta.f1"] == "0.2"
+
+
+def test_metrics_option_chooses_columns():
+    rows = experiment_rows(json.loads(SAMPLE.read_text()), "metrics/summary.json")
+    header = experiments_table(rows, ("seconds",)).splitlines()[0]
+    assert "seconds.x" in header and "ner.delta.f1" not in header
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(True, "true"), (None, "null"), (5e-05, "5e-05"), ([1, 2], "[1,2]"), ("ce", "ce"), ("true", "'true'")],
+)
+def test_values_are_written_as_dvc_reads_them(value, text):
+    assert format_value(value) == text
+
+
+def test_unreadable_json_is_one_line_error(tmp_path):
+    bad = tmp_path / "show.json"
+    bad.write_text("{not json")
+    with pytest.raises(MinisciError, match=r"show\.json: cannot read dvc exp show JSON"):
+        main(["--out", str(tmp_path / "x.md"), "--json", str(bad)])
+    assert not (tmp_path / "x.md").exists()
+
+
+TOY_STAGE = (
+    "python -c \"import json, yaml; p = yaml.safe_load(open('params.yaml'))['train']; "
+    "json.dump({'ner.delta.f1': p['lr'] * 2, 'ner.delta.p_value': 0.5 if p['nsp'] else 0.01}, "
+    "open('metrics/summary.json', 'w'))\""
+)
+
+
+@pytest.mark.skipif(shutil.which("dvc") is None, reason="needs the dvc command")
+def test_logged_command_reproduces_a_real_experiment(tmp_path):
+    # 1. a one-stage DVC project in a temporary git repository
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"train": {"lr": 0.1, "nsp": True}}))
+    stage = {"cmd": TOY_STAGE, "params": ["train"], "metrics": [{"metrics/summary.json": {"cache": False}}]}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": stage}}))
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "config", "user.email", "t@example.com"],
+        ["git", "config", "user.name", "test"],
+        ["dvc", "init", "-q"],
+        ["dvc", "config", "core.analytics", "false"],
+        ["dvc", "repro", "-q"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "baseline"],
+        ["dvc", "exp", "run", "-q", "-n", "mlm-only", "-S", "train.lr=0.25", "-S", "train.nsp=false"],
+    ):
+        run(cmd, tmp_path)
+    # 2. the log, from dvc exp show run by the script itself
+    log = [sys.executable, "-m", "minisci.report.experiments", "--out", "metrics/experiments.md"]
+    run(log, tmp_path, env={"PYTHONPATH": str(REPO / "src")})
+    row = table_rows((tmp_path / "metrics/experiments.md").read_text())["mlm-only"]
+    assert (row["train.lr"], row["train.nsp"], row["ner.delta.f1"]) == ("0.25", "false", "0.5")
+    # 3. the logged command, run from the baseline, gives the same metrics
+    run(["git", "checkout", "-q", "--", "params.yaml"], tmp_path)
+    command = shlex.split(row["reproduce"].strip("`"))
+    assert command[:3] == ["dvc", "exp", "run"]
+    run([*command, "-q", "-n", "again"], tmp_path)
+    run(log, tmp_path, env={"PYTHONPATH": str(REPO / "src")})
+    again = table_rows((tmp_path / "metrics/experiments.md").read_text())["again"]
+    assert {k: again[k] for k in ("train.lr", "train.nsp", "ner.delta.f1", "ner.delta.p_value")} == {
+        k: row[k] for k in ("train.lr", "train.nsp", "ner.delta.f1", "ner.delta.p_value")
+    }
