@@ -48,7 +48,13 @@ TINY_OVERRIDES = {
     },
     "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
     "finetune_ner": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
-    "finetune_classification": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
+    "finetune_classification": {
+        "epochs": 1.0,
+        "batch_size": 8,
+        "eval_batch_size": 16,
+        "max_length": 64,
+        "logging_steps": 2,
+    },
     "finetune_embeddings": {
         "n_train": 16,
         "n_eval": 10,
@@ -240,7 +246,9 @@ def tiny_finetuned(tmp_path_factory, tiny_model_dir) -> dict:
     cite = run_finetune_classification(
         cite_data,
         tiny_model_dir,
-        from_dict(FinetuneClassificationConfig, {**params["finetune_classification"], **fast}, "finetune_classification"),
+        from_dict(
+            FinetuneClassificationConfig, {**params["finetune_classification"], **fast}, "finetune_classification"
+        ),
         root / "w2",
     )
     out = {"data": root / "data", "ner_data": ner_data, "cite_data": cite_data}

@@ -6,8 +6,8 @@ import json
 from collections import Counter
 
 import pytest
-
 from conftest import REPO
+
 from minisci.config import DatasetConfig, load_catalog
 from minisci.data.prepare import ner_counts, prepare_dataset
 from minisci.data.readers import detect_scheme, read_classification, read_conll, spans, to_iob2
@@ -71,7 +71,7 @@ def test_space_separated_four_columns_iob1_six_types_and_tag_column(tmp_path):
     types = ["protein", "DNA", "RNA", "cell_line", "cell_type", "virus"]
     lines = ["-DOCSTART- NN O O", ""]
     for t in types:
-        lines += [f"The DT O O", f"{t}x NN I-NP I-{t}", f"y NN I-NP I-{t}", ". . O O", ""]
+        lines += ["The DT O O", f"{t}x NN I-NP I-{t}", f"y NN I-NP I-{t}", ". . O O", ""]
     write_splits(tmp_path, "\n".join(lines) + "\n")
     rows, meta = prepare_dataset("six", ner_entry(tmp_path, scheme="auto"))
     assert meta["scheme"] == "IOB1" and meta["labels"] == sorted(types)
@@ -120,7 +120,9 @@ def jsonl(rows) -> str:
 
 
 def test_jsonl_embedded_newlines_and_integer_labels(tmp_path):
-    p = write(tmp_path, "s.jsonl", jsonl([{"text": "line one\nline two", "label": "method"}, {"text": "b", "label": 3}]))
+    p = write(
+        tmp_path, "s.jsonl", jsonl([{"text": "line one\nline two", "label": "method"}, {"text": "b", "label": 3}])
+    )
     ex = read_classification(p)
     assert ex[0].text == "line one\nline two" and ex[1].label == "3"
 
@@ -128,8 +130,16 @@ def test_jsonl_embedded_newlines_and_integer_labels(tmp_path):
 def test_other_labels_and_fields_read_from_train(tmp_path):
     """Issue 11's classification variants: CamelCase/UPPER labels, other field names, a class absent
     from dev, duplicate and conflicting training rows, test texts that occur in train."""
-    train = [{"sentence": t, "intent": lab} for t, lab in
-             [("a b", "UsesMethod"), ("c d", "BACKGROUND"), ("c d", "BACKGROUND"), ("e f", "Extends"), ("e f", "UsesMethod")]]
+    train = [
+        {"sentence": t, "intent": lab}
+        for t, lab in [
+            ("a b", "UsesMethod"),
+            ("c d", "BACKGROUND"),
+            ("c d", "BACKGROUND"),
+            ("e f", "Extends"),
+            ("e f", "UsesMethod"),
+        ]
+    ]
     write(tmp_path, "train.txt", jsonl(train))
     write(tmp_path, "dev.txt", jsonl([{"sentence": "g", "intent": "UsesMethod"}]))
     write(tmp_path, "test.txt", jsonl([{"sentence": "a b", "intent": "Extends"}]))
@@ -244,17 +254,25 @@ def _code_strings(path) -> list[str]:
     docs = {
         id(node.body[0].value)
         for node in ast.walk(tree)
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
-        and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
     }
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
 
 
 def test_no_dataset_name_in_library_code():
     """Datasets are data: their names live in params.yaml, never in src/ code."""
     names = set(load_catalog(REPO / "params.yaml"))
     for path in (REPO / "src" / "minisci").rglob("*.py"):
-        found = sorted({n for v in _code_strings(path) for n in names if v == n or f"/{n}/" in v or v.startswith(f"{n}/")})
+        found = sorted(
+            {n for v in _code_strings(path) for n in names if v == n or f"/{n}/" in v or v.startswith(f"{n}/")}
+        )
         assert not found, f"{path.relative_to(REPO)} names datasets {found}"
 
 
@@ -270,15 +288,27 @@ README_COUNTS = {  # (sentences, tokens, documents, entities per type)
     ("bc5cdr_disease", "test"): (4797, 124750, 0, {"Disease": 4424}),
     ("ncbi_disease", "train"): (5424, 135701, 0, {"Disease": 5134}),
     ("ncbi_disease", "test"): (940, 24497, 0, {"Disease": 960}),
-    ("jnlpba", "dev"): (1739, 47461, 200, {"protein": 2466, "DNA": 1052, "cell_type": 526, "cell_line": 400, "RNA": 107}),
-    ("jnlpba", "test"): (3856, 101039, 404, {"protein": 5067, "DNA": 1056, "cell_type": 1921, "cell_line": 500, "RNA": 118}),
+    ("jnlpba", "dev"): (
+        1739,
+        47461,
+        200,
+        {"protein": 2466, "DNA": 1052, "cell_type": 526, "cell_line": 400, "RNA": 107},
+    ),
+    ("jnlpba", "test"): (
+        3856,
+        101039,
+        404,
+        {"protein": 5067, "DNA": 1056, "cell_type": 1921, "cell_line": 500, "RNA": 118},
+    ),
 }
 
 
 @pytest.fixture(scope="module")
 def real_catalog(shared_data):
     catalog = load_catalog(REPO / "params.yaml")
-    return {n: dataclasses.replace(c, dir=str(shared_data / c.dir.removeprefix("data/raw/"))) for n, c in catalog.items()}
+    return {
+        n: dataclasses.replace(c, dir=str(shared_data / c.dir.removeprefix("data/raw/"))) for n, c in catalog.items()
+    }
 
 
 @pytest.mark.parametrize("name", sorted({n for n, _ in README_COUNTS}))

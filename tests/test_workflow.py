@@ -60,7 +60,8 @@ def test_exp_run_show_and_metrics_diff(project):
 def test_queued_grid_apply_and_branch(project):
     for lr in ("0.002", "0.004"):
         run(
-            ["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_classification.learning_rate={lr}"], project
+            ["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_classification.learning_rate={lr}"],
+            project,
         )
     run(["dvc", "queue", "start", "-j", "1"], project)
     deadline = time.time() + 600

@@ -21,7 +21,7 @@ from minisci.report.bootstrap import (
     f1_from_counts,
     macro_f1_from_counts,
     ner_counts,
-    paired_bootstrap,
+    seed_bootstrap,
 )
 
 ARMS = ("baseline", "adapted")
@@ -111,6 +111,14 @@ def _predictions(path: Path) -> list[dict]:
     return [row for _, row in iter_jsonl(path)]
 
 
+def _seed_rows(rows: list[dict], seeds: list[int]) -> list[list[dict]]:
+    """One list of test rows per fine-tuning seed (rows keep every seed's predictions in ``preds``
+    when there are several)."""
+    if len(seeds) == 1:
+        return [rows]
+    return [[{**r, "pred": r["preds"][str(s)]} for r in rows] for s in seeds]
+
+
 def collect(
     metrics_dir: Path,
     models_dir: Path,
@@ -127,8 +135,9 @@ def collect(
             arms = {a: _read_json(metrics_dir / t.stage / ds / f"{a}.json") for a in ARMS}
             preds = {a: _predictions(models_dir / t.stage / ds / a / "test_predictions.jsonl") for a in ARMS}
             labels = t.labels(arms, preds)
-            counts = {a: t.counts(preds[a], labels) for a in ARMS}
-            boot = paired_bootstrap(
+            counts = {a: [t.counts(rows, labels) for rows in _seed_rows(preds[a], arms[a]["seeds"])] for a in ARMS}
+            # examples and seeds resampled together (one seed: the paired bootstrap over examples)
+            boot = seed_bootstrap(
                 counts["baseline"], counts["adapted"], t.score(labels), cfg.bootstrap_resamples, cfg.seed
             )
             published = catalog[ds].published if ds in catalog else None
@@ -164,6 +173,8 @@ def summary(data: dict) -> dict:
         out[f"{prefix}.delta.ci_low"] = b["ci_low"]
         out[f"{prefix}.delta.ci_high"] = b["ci_high"]
         out[f"{prefix}.delta.p_value"] = b["p_value"]
+        if b["seeds"] > 1:
+            out[f"{prefix}.delta.seeds_adapted_ahead"] = b["seeds_b_better"]
     p = data["pretrain"]
     for when in ("before", "after"):
         for k in ("mlm_accuracy", "perplexity", "nsp_accuracy"):
@@ -238,10 +249,14 @@ def _detail_rows(task: str, ds: str, t: dict) -> list[str]:
         pb, pa = (t["arms"][arm]["test"][spec.breakdown][item] for arm in ARMS)
         anchor = _anchor(t["published"], f"f1.{item}")
         lines.append(f"| {item} | {_pct(pb['f1'])} | {_pct(pa['f1'])} | {pb['support']} | {anchor} |")
-    for arm, m in t["arms"].items():
-        if "test_over_seeds" in m:
-            over = ", ".join(f"{k} {v}" for k, v in m["test_over_seeds"].items())
-            lines.append(f"\n{arm} over seeds {m['seeds']}: {over}")
+    b = t["bootstrap"]
+    if b["seeds"] > 1:
+        deltas = ", ".join(f"{100 * d:+.2f}" for d in b["seed_differences"])
+        lines.append(
+            f"\nOver {b['seeds']} seeds {t['arms']['baseline']['seeds']}: baseline {_pct(b['mean_a'])} ± {_pct(b['sd_a'])}, "
+            f"adapted {_pct(b['mean_b'])} ± {_pct(b['sd_b'])} (mean ± sd); per-seed differences {deltas}; "
+            f"adapted ahead in {b['seeds_b_better']} of {b['seeds']}."
+        )
     return lines + [""]
 
 
@@ -251,8 +266,11 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
         "",
         "Test scores of the **baseline** (base model as is) and the **adapted** model (continued MLM+NSP",
         "pretraining), each fine-tuned with the same params; the epoch is chosen on dev, test is scored once.",
-        f"Differences: adapted − baseline, with a paired bootstrap over test examples ({cfg.bootstrap_resamples}",
-        f"resamples, seed {cfg.seed}): 95% interval and two-sided p-value.",
+        "Differences: adapted − baseline of the mean test score over fine-tuning seeds, with a hierarchical",
+        f"bootstrap ({cfg.bootstrap_resamples} resamples, seed {cfg.seed}): each resample draws the test examples",
+        "(shared by every seed and both arms) and the seeds, both with replacement; 95% percentile interval and",
+        "two-sided p-value. With one seed this is the paired bootstrap over test examples, and seed-to-seed",
+        "variation is not in the interval. Method: `src/minisci/report/bootstrap.py`.",
         "",
         *_headline_rows(data),
         "",
