@@ -263,8 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--max-length",
         type=int,
-        default=256,
-        help="word pieces per window, from 8 to the model's maximum positions; longer texts are windowed",
+        help="word pieces per window, from 8 to the model's maximum positions; longer texts are windowed "
+        "(default: 256, or the model's maximum positions if fewer)",
     )
     add_precision(sp, "queries to the index use the same precision")
     sp = add("search", cmd_search, "top-k documents of an index for a query, with cosine scores")

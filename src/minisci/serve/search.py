@@ -25,6 +25,7 @@ from minisci.serve.models import (
     check_weights,
     is_sentence_transformer,
     loading,
+    max_positions,
     quiet_transformers,
     read_config,
     resolve_device,
@@ -32,6 +33,7 @@ from minisci.serve.models import (
 from minisci.serve.precision import apply_precision
 
 AGGREGATIONS = ("max", "mean_top3")
+DEFAULT_MAX_LENGTH = 256  # word pieces per window: a typical abstract in one or two windows
 INDEX_FIELDS = {"model": str, "dimension": int, "documents": int, "max_length": int}  # index.json's schema
 
 
@@ -117,7 +119,7 @@ def build_index(
     docs: list[dict],
     out_dir,
     batch_size: int = 64,
-    max_length: int = 256,
+    max_length: int | None = 256,
     progress: Callable | None = None,
     precision: str = "fp32",
     max_tokens: int = 2048,
@@ -125,9 +127,12 @@ def build_index(
 ) -> dict:
     """Embed ``docs`` into ``out_dir``; queries against the index are embedded with the same model,
     ``max_length`` and ``precision`` (recorded in ``index.json``). An existing ``out_dir`` is replaced
-    only if it is an index."""
+    only if it is an index. ``max_length`` None: 256 word pieces, or the model's maximum if smaller."""
     check_out_dir(out_dir)
-    check_max_length(max_length, read_config(model_dir), model_dir)
+    config = read_config(model_dir)
+    if max_length is None:  # the usual window, or the whole model if it takes fewer positions
+        max_length = min(DEFAULT_MAX_LENGTH, max_positions(config))
+    check_max_length(max_length, config, model_dir)
     model, tok = load_encoder(model_dir, precision, device)
     vecs = embed(model, tok, [d["_text"] for d in docs], batch_size, max_length, progress, max_tokens)
     info = {
