@@ -29,18 +29,21 @@ def load_encoder(model_dir: str | Path):
     return model.eval(), tok
 
 
+def is_sentence_transformer(model) -> bool:
+    """Duck-typed, so that this module need not import sentence-transformers."""
+    return hasattr(model, "get_embedding_dimension") and hasattr(model, "encode")
+
+
 def dimension(model) -> int:
     """Size of the vectors :func:`embed` returns for ``model``."""
-    if hasattr(model, "get_sentence_embedding_dimension"):
-        return int(model.get_sentence_embedding_dimension())
-    return int(model.config.hidden_size)
+    return int(model.get_embedding_dimension() if is_sentence_transformer(model) else model.config.hidden_size)
 
 
 def pool(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """One vector per window. A sentence-transformers model applies its own modules (pooling, dense,
     normalisation: exactly what its ``encode`` computes for a text that fits one window); a plain
     encoder is mean-pooled over its real pieces."""
-    if hasattr(model, "get_sentence_embedding_dimension"):
+    if is_sentence_transformer(model):
         return model({"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)})[
             "sentence_embedding"
         ]

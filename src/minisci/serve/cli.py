@@ -175,6 +175,13 @@ def at_least(low: int):
     return parse
 
 
+class Parser(argparse.ArgumentParser):
+    """Bad options in one line too (argparse would print the whole usage first); exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Defaults shown after every option that has one; examples (the epilog) printed as written."""
 
@@ -219,7 +226,7 @@ def add_device(sp) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from minisci import __version__
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="minisci",
         description="Use minisci's trained models: tag entities, classify citations, search papers, find reviewers.",
         epilog=EXAMPLES_ALL,

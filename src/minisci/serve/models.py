@@ -67,7 +67,9 @@ def check_task(model_dir: str | Path, config: dict, task: str) -> None:
     suffix, need = TASKS[task]
     archs = config.get("architectures") or []
     labels = {int(k): v for k, v in (config.get("id2label") or {}).items()}
-    found = f"found architecture {', '.join(archs) or 'none'} with labels {labels or 'none'}"
+    found = f"found architecture {', '.join(archs) or 'none'} " + (
+        f"with labels {labels}" if labels else "and no label map"
+    )
     generic = not labels or all(GENERIC_LABEL.fullmatch(str(v)) for v in labels.values())
     if not any(a.endswith(suffix) for a in archs) or generic:
         raise MinisciError(f"{model_dir}: not {need}; {found}")
