@@ -180,12 +180,39 @@ def test_missing_index(tmp_path):
         search(tmp_path, "q")
 
 
-def test_crf_model_warns_that_tagging_skips_viterbi(tiny_finetuned, tmp_path):
-    import shutil
+def test_cli_decodes_crf_models_with_the_evaluations_viterbi(tiny_finetuned, tmp_path, capsys):
+    """On a CRF model, `minisci ner` gives exactly the entities of the evaluation's constrained Viterbi
+    (`finetune.ner.predict`), which here differ from each word's best emission."""
+    import torch
+    from transformers import AutoTokenizer
 
-    crf_dir = tmp_path / "crf"
-    shutil.copytree(tiny_finetuned["ner"], crf_dir)
-    config = json.loads((crf_dir / "config.json").read_text())
-    (crf_dir / "config.json").write_text(json.dumps({**config, "architectures": ["BertCrfForTokenClassification"]}))
-    with pytest.warns(UserWarning, match="CRF head"):
-        token_classifier(crf_dir)
+    from minisci.data.readers import spans
+    from minisci.finetune.crf import BertCrfForTokenClassification
+    from minisci.finetune.ner import predict
+
+    model = BertCrfForTokenClassification.from_pretrained(tiny_finetuned["ner"]).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_finetuned["ner"])
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.crf.parameters():
+            p.copy_(3 * torch.randn(p.shape, generator=g))  # transitions strong enough to overrule emissions
+    model.save_pretrained(tmp_path / "crf")
+    tok.save_pretrained(tmp_path / "crf")
+    sentences = load_ner_split("bc5cdr", "test", tiny_finetuned["data"])[:30]
+    texts = [" ".join(s.tokens) for s in sentences]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    assert cli.main(["ner", "--model", str(tmp_path / "crf"), "--file", str(tmp_path / "in.txt"), "--jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    viterbi = predict(model, tok, sentences, model.config.id2label, max_length=64, batch_size=16)
+    crf, model.crf = model.crf, None
+    argmax = predict(model, tok, sentences, model.config.id2label, max_length=64, batch_size=16)
+    model.crf = crf
+
+    def char_spans(sentence, tags):
+        starts = [sum(len(w) + 1 for w in sentence.tokens[:i]) for i in range(len(sentence.tokens))]
+        return [(t, starts[a], starts[b - 1] + len(sentence.tokens[b - 1])) for t, a, b in spans(tags)]
+
+    expected = [char_spans(s, tags) for s, tags in zip(sentences, viterbi)]
+    assert [[(e["entity_group"], e["start"], e["end"]) for e in r["entities"]] for r in rows] == expected
+    assert sum(map(len, expected)) > 0 and viterbi != argmax
+    assert all(0 < e["score"] <= 1 for r in rows for e in r["entities"])

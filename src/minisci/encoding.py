@@ -29,6 +29,29 @@ def load_encoder(model_dir: str | Path):
     return model.eval(), tok
 
 
+def is_sentence_transformer(model) -> bool:
+    """Duck-typed, so that this module need not import sentence-transformers."""
+    return hasattr(model, "get_embedding_dimension") and hasattr(model, "encode")
+
+
+def dimension(model) -> int:
+    """Size of the vectors :func:`embed` returns for ``model``."""
+    return int(model.get_embedding_dimension() if is_sentence_transformer(model) else model.config.hidden_size)
+
+
+def pool(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """One vector per window. A sentence-transformers model applies its own modules (pooling, dense,
+    normalisation: exactly what its ``encode`` computes for a text that fits one window); a plain
+    encoder is mean-pooled over its real pieces."""
+    if is_sentence_transformer(model):
+        return model({"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)})[
+            "sentence_embedding"
+        ]
+    hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
+
+
 @torch.inference_mode()
 def embed(
     model,
@@ -52,7 +75,7 @@ def embed(
         for ti, ids in enumerate(pieces)
         for w in windows_of(ids, body)
     ]
-    vecs = np.zeros((len(items), model.config.hidden_size), dtype=np.float32)
+    vecs = np.zeros((len(items), dimension(model)), dtype=np.float32)
     device = next(model.parameters()).device
     for idx in length_batches([len(ids) for _, ids in items], batch_size, max_tokens):
         longest = max(len(items[i][1]) for i in idx)
@@ -62,10 +85,7 @@ def embed(
             n = len(items[i][1])
             ids[j, :n] = torch.tensor(items[i][1])
             mask[j, :n] = 1
-        hidden = model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
-        m = mask.to(device).unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1)
-        vecs[idx] = pooled.float().cpu().numpy()
+        vecs[idx] = pool(model, ids.to(device), mask.to(device)).float().cpu().numpy()
         if progress:
             progress(len(idx))
     out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)

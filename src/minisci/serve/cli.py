@@ -7,26 +7,58 @@
   minisci reviewers --index index/ abstract.txt --exclude "A. Author"
 
 Texts come from arguments, ``--file`` (one text per line) or standard input. Each command parses
-options and calls one library function; errors are one line on stderr and exit code 1.
+options and calls one library function. Every failure is one line on stderr, no traceback: exit code 2
+for a bad option (argparse), 1 for bad input (a file, a model or an index that does not fit).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
-from minisci.errors import MinisciError
-from minisci.serve.precision import PRECISIONS
+from minisci.errors import DataFormatError, MinisciError
+from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
+
+# ANSI/VT escape sequences (CSI, OSC, two-character) and the remaining C0/C1 control characters
+CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|[\x00-\x1f\x7f-\x9f]")
+
+
+def clean(text) -> str:
+    """Text safe for a terminal: a title in an index cannot move the cursor or recolour the screen."""
+    return CONTROL.sub(" ", str(text))
+
+
+def read_text(path: str | None) -> str:
+    """A UTF-8 file (or standard input for None); bad bytes are an error with line and byte offset."""
+    name = path or "standard input"
+    if path is not None:
+        p = Path(path)
+        if p.is_dir():
+            raise MinisciError(f"{p}: is a directory, expected a text file")
+        if not p.is_file():
+            raise MinisciError(f"{p}: no such file")
+        data = p.read_bytes()
+    else:
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text stream (tests, IDEs): already decoded
+            return sys.stdin.read()
+        data = stream.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise DataFormatError(
+            name, line, f"not UTF-8 (byte offset {e.start}: {data[e.start : e.start + 1]!r})"
+        ) from None
 
 
 def _texts(args) -> list[str]:
     if args.text:
         return list(args.text)
-    src = open(args.file, encoding="utf-8") if args.file else sys.stdin
-    with src:
-        texts = [line.rstrip("\n") for line in src if line.strip()]
+    texts = [line for line in read_text(args.file).splitlines() if line.strip()]
     if not texts:
         raise MinisciError(f"{args.file or 'standard input'}: no text given")
     return texts
@@ -47,15 +79,18 @@ def cmd_ner(args) -> None:
     from minisci.serve.inference import tag, token_classifier
 
     texts = _texts(args)
-    pipe = token_classifier(args.model, precision=args.precision)
+    pipe = token_classifier(args.model, precision=args.precision, device=args.device)
     with _progress(None, "tagging", unit="window") as bar:
         results = tag(pipe, texts, args.batch_size, progress=bar.update)
     _emit(
         [{"text": t, "entities": e} for t, e in zip(texts, results)],
         args.jsonl,
         lambda r: "\n".join(
-            [r["text"]]
-            + [f"  {e['start']}-{e['end']}\t{e['entity_group']}\t{e['score']:.3f}\t{e['word']}" for e in r["entities"]]
+            [clean(r["text"])]
+            + [
+                f"  {e['start']}-{e['end']}\t{clean(e['entity_group'])}\t{e['score']:.3f}\t{clean(e['word'])}"
+                for e in r["entities"]
+            ]
         ),
     )
 
@@ -64,19 +99,20 @@ def cmd_cite(args) -> None:
     from minisci.serve.inference import classify, text_classifier
 
     texts = _texts(args)
-    pipe = text_classifier(args.model, precision=args.precision)
+    pipe = text_classifier(args.model, precision=args.precision, device=args.device)
     with _progress(len(texts), "classifying") as bar:
         results = classify(pipe, texts, args.batch_size, progress=bar.update)
     _emit(
         [{"text": t, **r} for t, r in zip(texts, results)],
         args.jsonl,
-        lambda r: f"{r['label']}\t{r['score']:.3f}\t{r['text']}",
+        lambda r: f"{clean(r['label'])}\t{r['score']:.3f}\t{clean(r['text'])}",
     )
 
 
 def cmd_index(args) -> None:
-    from minisci.serve.search import build_index, read_collection
+    from minisci.serve.search import build_index, check_out_dir, read_collection
 
+    check_out_dir(args.out)  # before the slow part
     docs = read_collection(args.docs)
     with _progress(None, "embedding", unit="window") as bar:
         info = build_index(
@@ -88,32 +124,88 @@ def cmd_index(args) -> None:
             progress=bar.update,
             precision=args.precision,
             max_tokens=args.max_tokens,
+            device=args.device,
         )
     print(
         json.dumps(info)
         if args.jsonl
-        else f"indexed {info['documents']} documents ({info['dimension']}-d) -> {args.out}"
+        else f"indexed {info['documents']} documents ({info['dimension']}-d) -> {clean(args.out)}"
     )
 
 
 def cmd_search(args) -> None:
     from minisci.serve.search import search
 
-    hits = search(args.index, " ".join(args.query), args.k)
-    _emit(hits, args.jsonl, lambda h: f"{h['rank']:>3}  {h['score']:.4f}  {h['id']}  {h['title']}")
+    hits = search(args.index, " ".join(args.query), args.k, device=args.device)
+    _emit(hits, args.jsonl, lambda h: f"{h['rank']:>3}  {h['score']:.4f}  {clean(h['id'])}  {clean(h['title'])}")
 
 
 def cmd_reviewers(args) -> None:
     from minisci.serve.search import recommend_reviewers
 
-    path = Path(args.abstract)
-    if not path.is_file():
-        raise MinisciError(f"{path}: abstract file not found")
-    abstract = path.read_text(encoding="utf-8").strip()
+    abstract = read_text(args.abstract).strip()
     if not abstract:
-        raise MinisciError(f"{path}: empty abstract")
-    ranked = recommend_reviewers(args.index, abstract, args.k, tuple(args.exclude), args.aggregation)
-    _emit(ranked, args.jsonl, lambda r: f"{r['rank']:>3}  {r['score']:.4f}  {r['author']}  ({', '.join(r['papers'])})")
+        raise MinisciError(f"{args.abstract}: empty abstract")
+    ranked = recommend_reviewers(
+        args.index, abstract, args.k, tuple(args.exclude), args.aggregation, device=args.device
+    )
+    _emit(
+        ranked,
+        args.jsonl,
+        lambda r: f"{r['rank']:>3}  {r['score']:.4f}  {clean(r['author'])}  ({clean(', '.join(r['papers']))})",
+    )
+
+
+# Options ----------------------------------------------------------------------------------------------
+
+
+def at_least(low: int):
+    """An argparse type: a whole number >= ``low`` (``-k -3`` is an error, not Python slicing)."""
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+        if n < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {n}")
+        return n
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad options in one line too (argparse would print the whole usage first); exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Defaults shown after every option that has one; examples (the epilog) printed as written."""
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, [], argparse.SUPPRESS) and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+EXAMPLES = {
+    "ner": """examples:
+  minisci ner --model models/finetune_ner/bc5cdr/adapted "Naloxone reverses clonidine."
+  minisci ner --model models/finetune_ner/bc5cdr/adapted --file abstracts.txt --jsonl""",
+    "cite": """examples:
+  minisci cite --model models/finetune_scicite/adapted "We used the protocol of Smith et al. (2001)."
+  cat citations.txt | minisci cite --model models/finetune_scicite/adapted --jsonl""",
+    "index": """example:
+  minisci index --model models/embeddings --docs tests/fixtures/papers.jsonl --out /tmp/papers-index""",
+    "search": '''example:
+  minisci search --index /tmp/papers-index -k 3 "antibiotic resistance in hospital infections"''',
+    "reviewers": '''example:
+  minisci reviewers --index /tmp/papers-index abstract.txt -k 4 --exclude "Eva Schmidt"''',
+}
 
 
 def add_precision(sp, extra: str = "") -> None:
@@ -127,14 +219,27 @@ def add_precision(sp, extra: str = "") -> None:
     )
 
 
+def add_device(sp) -> None:
+    sp.add_argument("--device", choices=DEVICES, default="auto", help="where the model runs; auto: CUDA if available")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="minisci", description="Use minisci's trained models.")
-    sub = p.add_subparsers(dest="command", required=True)
+    from minisci import __version__
+
+    p = Parser(
+        prog="minisci",
+        description="Use minisci's trained models: tag entities, classify citations, search papers, find reviewers.",
+        epilog=EXAMPLES_ALL,
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"minisci {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name, fn, help_):
-        sp = sub.add_parser(name, help=help_, description=help_)
+        sp = sub.add_parser(name, help=help_, description=help_, epilog=EXAMPLES[name], formatter_class=HelpFormatter)
         sp.set_defaults(fn=fn)
         sp.add_argument("--jsonl", action="store_true", help="one JSON object per line")
+        add_device(sp)
         return sp
 
     for name, fn, help_ in (
@@ -144,30 +249,39 @@ def build_parser() -> argparse.ArgumentParser:
         sp = add(name, fn, help_)
         sp.add_argument("text", nargs="*", help="texts (default: --file or standard input, one per line)")
         sp.add_argument("--model", required=True, help="fine-tuned model directory")
-        sp.add_argument("--file", help="file with one text per line")
-        sp.add_argument("--batch-size", type=int, default=32, help="texts per length-sorted batch")
+        sp.add_argument("--file", help="UTF-8 file with one text per line")
+        sp.add_argument("--batch-size", type=at_least(1), default=32, help="texts per length-sorted batch")
         add_precision(sp)
     sp = add("index", cmd_index, "embed a JSONL collection (id, title, text, authors) into a search index")
-    sp.add_argument("--model", required=True, help="encoder directory (e.g. models/adapted or an embedding model)")
+    sp.add_argument(
+        "--model",
+        required=True,
+        help="encoder directory: a sentence-transformers model (its own pooling) or a plain encoder (mean-pooled)",
+    )
     sp.add_argument("--docs", required=True, help="JSONL documents")
-    sp.add_argument("--out", required=True, help="index directory to create")
-    sp.add_argument("--batch-size", type=int, default=64, help="windows per batch at most")
+    sp.add_argument("--out", required=True, help="index directory to create (an earlier index there is replaced)")
+    sp.add_argument("--batch-size", type=at_least(1), default=64, help="windows per batch at most")
     sp.add_argument(
         "--max-tokens",
-        type=int,
+        type=at_least(1),
         default=2048,
         help="padded word pieces per batch at most (small batches of long windows are faster on CPU; raise on a GPU)",
     )
-    sp.add_argument("--max-length", type=int, default=256, help="word pieces per window; longer texts are windowed")
+    sp.add_argument(
+        "--max-length",
+        type=int,
+        help="word pieces per window, from 8 to the model's maximum positions; longer texts are windowed "
+        "(default: 256, or the model's maximum positions if fewer)",
+    )
     add_precision(sp, "queries to the index use the same precision")
     sp = add("search", cmd_search, "top-k documents of an index for a query, with cosine scores")
-    sp.add_argument("query", nargs="+")
-    sp.add_argument("--index", required=True)
-    sp.add_argument("-k", type=int, default=10)
+    sp.add_argument("query", nargs="+", help="query text (several words are joined by spaces)")
+    sp.add_argument("--index", required=True, help="index directory written by `minisci index`")
+    sp.add_argument("-k", type=at_least(1), default=10, help="number of documents to return")
     sp = add("reviewers", cmd_reviewers, "rank authors of an index by similarity of their papers to an abstract")
-    sp.add_argument("abstract", help="file holding the abstract")
-    sp.add_argument("--index", required=True)
-    sp.add_argument("-k", type=int, default=10)
+    sp.add_argument("abstract", help="UTF-8 file holding the abstract")
+    sp.add_argument("--index", required=True, help="index directory written by `minisci index`")
+    sp.add_argument("-k", type=at_least(1), default=10, help="number of authors to return")
     sp.add_argument(
         "--exclude", action="append", default=[], help="author to exclude (conflict of interest); repeatable"
     )
@@ -180,17 +294,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from transformers.utils import logging as hf_logging
+EXAMPLES_ALL = (
+    "examples:\n"
+    + "\n".join(line for text in EXAMPLES.values() for line in text.splitlines()[1:2])
+    + "\n\nRun `minisci COMMAND --help` for a command's options."
+)
 
-    hf_logging.set_verbosity_error()  # e.g. the load report of an encoder saved with pretraining heads
-    hf_logging.disable_progress_bar()  # "Loading weights"; our own bars show the work
+# What a library raises for a bad file that no check above caught; reported in one line too.
+LIBRARY_ERRORS = (OSError, ValueError, KeyError, UnicodeDecodeError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command. Every failure is one line on stderr: exit 2 for bad options (argparse), 1 otherwise."""
+    args = build_parser().parse_args(argv)
     try:
         args.fn(args)
     except MinisciError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except LIBRARY_ERRORS as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"error: {type(e).__name__}: {first}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -7,7 +7,6 @@ the pipeline's own pre-processing, the model forward replaced by length-sorted, 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,44 +15,34 @@ import torch
 
 from minisci.batching import length_batches
 from minisci.errors import MinisciError
+from minisci.serve.models import load_task_model, resolve_device
 from minisci.serve.precision import apply_precision
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+TASK_OF = {"token-classification": "ner", "text-classification": "cite"}
 
 
-def _check_model_dir(model_dir: str | Path) -> Path:
-    path = Path(model_dir)
-    if not (path / "config.json").is_file():
-        raise MinisciError(f"{path}: not a model directory (no config.json); run `dvc repro` or pass --model")
-    return path
-
-
-def _pipeline(task: str, model_dir: str | Path, precision: str, **kwargs):
+def _pipeline(task: str, model_dir: str | Path, precision: str, device: str = "auto", **kwargs):
+    """The transformers pipeline for ``task`` around a model checked by :func:`load_task_model`."""
     from transformers import pipeline
 
-    path = _check_model_dir(model_dir)
-    pipe = pipeline(task, model=str(path), device="cpu" if not torch.cuda.is_available() else 0, **kwargs)
-    if "BertCrfForTokenClassification" in (pipe.model.config.architectures or []):
-        warnings.warn(
-            f"{path} was fine-tuned with a CRF head (finetune_ner.crf); like transformers.pipeline, "
-            "tagging here takes each word's best label from the emissions, without the CRF's Viterbi "
-            "decoding that the stage's evaluation uses, so predictions can differ from its scores",
-            stacklevel=3,
-        )
+    model, tokenizer = load_task_model(model_dir, TASK_OF[task], resolve_device(device))
+    pipe = pipeline(task, model=model, tokenizer=tokenizer, device=model.device, **kwargs)
     apply_precision(pipe.model, precision)
     return pipe
 
 
-def token_classifier(model_dir: str | Path, stride: int = 64, precision: str = "fp32"):
+def token_classifier(model_dir: str | Path, stride: int = 64, precision: str = "fp32", device: str = "auto"):
     """A token-classification pipeline (aggregation "first"); texts longer than the model's maximum
-    length are split into overlapping windows (``stride`` tokens of overlap), not cut.
+    length are split into overlapping windows (``stride`` tokens of overlap), not cut. A CRF-trained
+    model is decoded by :func:`tag` with its constrained Viterbi, as the stage's evaluation does.
     ``precision``: see :mod:`minisci.serve.precision` (fp32 is the pipeline exactly)."""
-    return _pipeline("token-classification", model_dir, precision, aggregation_strategy="first", stride=stride)
+    return _pipeline("token-classification", model_dir, precision, device, aggregation_strategy="first", stride=stride)
 
 
-def text_classifier(model_dir: str | Path, precision: str = "fp32"):
+def text_classifier(model_dir: str | Path, precision: str = "fp32", device: str = "auto"):
     """A text-classification pipeline returning every label's score; ``precision`` as above."""
-    return _pipeline("text-classification", model_dir, precision, top_k=None, truncation=True)
+    return _pipeline("text-classification", model_dir, precision, device, top_k=None, truncation=True)
 
 
 def _pad(chunks: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
@@ -87,6 +76,8 @@ def _sorted_forward(pipe, chunks: list[dict], batch_size: int, progress: Callabl
 def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[list[dict]]:
     """Entities per text: ``entity_group``, ``score``, ``word``, ``start``, ``end`` (character offsets)."""
     _check_texts(texts)
+    if getattr(pipe.model, "crf", None) is not None:
+        return _crf_tag(pipe, texts, batch_size, progress)
     chunks, owner = [], []
     for ti, text in enumerate(texts):
         for chunk in pipe.preprocess(text, **pipe._preprocess_params):
@@ -189,6 +180,46 @@ def _first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
                     )
             group = [w]
     return pipe.aggregate_overlapping_entities(entities) if len(outputs) > 1 else entities
+
+
+def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None) -> list[list[dict]]:
+    """Entities of a CRF-trained model, decoded as the stage's evaluation decodes them.
+
+    The words are the tokenizer's pre-tokenised words (the ones the pipeline aggregates over); they
+    go through the evaluation's own windowing (``encode_sentences``), first-piece emissions, the
+    CRF's constrained Viterbi and merging (``merge_predictions``), so the CLI's entities are the
+    evaluation's. An entity's score is the mean softmax probability of its words' tags.
+    """
+    from minisci.data.readers import NerSentence, spans
+    from minisci.finetune.ner import encode_sentences, merge_predictions
+
+    tok, model = pipe.tokenizer, pipe.model
+    words = [tok.backend_tokenizer.pre_tokenizer.pre_tokenize_str(t) for t in texts]
+    sentences = [NerSentence(tuple(w for w, _ in ws), ("O",) * len(ws), None, 0) for ws in words]
+    max_length = min(tok.model_max_length, model.config.max_position_embeddings)
+    feats = encode_sentences(sentences, tok, None, max_length)
+    chunks = [
+        {"input_ids": torch.tensor([f["input_ids"]]), "attention_mask": torch.ones(1, len(f["input_ids"]))}
+        for f in feats
+    ]
+    logits = [lg[0] for lg in _sorted_forward(pipe, chunks, batch_size, progress)]
+    id2label = model.config.id2label
+    tags = merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label, model.crf.decode)
+    probs: list[list] = [[None] * len(s.tokens) for s in sentences]
+    for f, lg in zip(feats, logits):
+        for k, p in enumerate(lg[f["first_positions"]].softmax(-1)):
+            probs[f["sentence"]][f["word_start"] + k] = p
+    label2id = model.config.label2id
+    results = []
+    for ws, ts, ps, text in zip(words, tags, probs, texts):
+        entities = []
+        for etype, a, b in spans(ts):
+            start, end = ws[a][1][0], ws[b - 1][1][1]
+            score = float(np.mean([float(ps[w][label2id[ts[w]]]) for w in range(a, b)]))
+            word = tok.decode(tok(text[start:end], add_special_tokens=False)["input_ids"])
+            entities.append({"entity_group": etype, "score": score, "word": word, "start": start, "end": end})
+        results.append(entities)
+    return results
 
 
 def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[dict]:

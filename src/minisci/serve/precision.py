@@ -22,8 +22,9 @@ import torch
 from torch import nn
 
 from minisci.errors import MinisciError
+from minisci.serve.models import PRECISIONS
 
-PRECISIONS = ("fp32", "bf16", "int8")
+__all__ = ["PRECISIONS", "Bf16Linear", "apply_precision", "native_bf16"]
 
 
 class Bf16Linear(nn.Module):

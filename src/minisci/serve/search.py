@@ -10,39 +10,108 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from minisci import encoding
-from minisci.encoding import embed
+from minisci.encoding import dimension, embed
 from minisci.errors import DataFormatError, MinisciError
 from minisci.io import atomic_path, iter_jsonl, write_jsonl
+from minisci.serve.models import (
+    PRECISIONS,
+    check_max_length,
+    check_weights,
+    is_sentence_transformer,
+    loading,
+    max_positions,
+    quiet_transformers,
+    read_config,
+    resolve_device,
+)
 from minisci.serve.precision import apply_precision
 
 AGGREGATIONS = ("max", "mean_top3")
+DEFAULT_MAX_LENGTH = 256  # word pieces per window: a typical abstract in one or two windows
+INDEX_FIELDS = {"model": str, "dimension": int, "documents": int, "max_length": int}  # index.json's schema
 
 
-def load_encoder(model_dir: str | Path, precision: str = "fp32"):
-    """Encoder and tokenizer; ``precision`` as in :mod:`minisci.serve.precision`."""
-    model, tok = encoding.load_encoder(model_dir)
-    return apply_precision(model, precision), tok
+def load_encoder(model_dir: str | Path, precision: str = "fp32", device: str = "cpu"):
+    """(encoder, tokenizer) of a model directory; ``precision`` as in :mod:`minisci.serve.precision`.
+
+    A sentence-transformers directory (``modules.json``) loads as a ``SentenceTransformer``, so its
+    own pooling and normalisation make the embeddings; a plain encoder is mean-pooled
+    (:mod:`minisci.encoding`). Safetensors weights only."""
+    path = Path(model_dir)
+    read_config(path)
+    check_weights(path)
+    quiet_transformers()
+    device = resolve_device(device)
+    if not is_sentence_transformer(path):
+        with loading(path):
+            model, tok = encoding.load_encoder(path)
+        return apply_precision(model.to(device), precision), tok
+    from sentence_transformers import SentenceTransformer
+
+    with loading(path):
+        model = SentenceTransformer(
+            str(path),
+            device=device,
+            local_files_only=True,
+            trust_remote_code=False,
+            model_kwargs={"use_safetensors": True},
+        )
+    apply_precision(model[0].auto_model, precision)
+    return model.eval(), model.tokenizer
 
 
 def read_collection(path: str | Path) -> list[dict]:
     """JSONL documents with ``id`` and at least one of ``title`` / ``text``; ``authors`` optional."""
     docs = []
-    for lineno, obj in iter_jsonl(path):
-        text = " ".join(x for x in (obj.get("title"), obj.get("text")) if isinstance(x, str) and x.strip())
-        if "id" not in obj or not text:
+    with decoding(path):
+        rows = list(iter_jsonl(path))
+    for lineno, obj in rows:
+        title, text = obj.get("title"), obj.get("text")
+        if title is not None and not isinstance(title, str) or text is not None and not isinstance(text, str):
+            raise DataFormatError(path, lineno, "'title' and 'text' must be strings")
+        body = " ".join(x for x in (title, text) if x and x.strip())
+        if "id" not in obj or not body:
             raise DataFormatError(path, lineno, "expected an 'id' and a non-empty 'title' or 'text'")
         authors = obj.get("authors", [])
         if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
             raise DataFormatError(path, lineno, "'authors' must be a list of strings")
-        docs.append({"id": str(obj["id"]), "title": obj.get("title") or "", "authors": authors, "_text": text})
+        docs.append({"id": str(obj["id"]), "title": title or "", "authors": authors, "_text": body})
     if not docs:
         raise DataFormatError(path, None, "no documents")
     return docs
+
+
+@contextmanager
+def decoding(path: str | Path):
+    """A text file that is not UTF-8 is an error naming the file, line and byte offset."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        data = Path(path).read_bytes()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data[: e.start].count(b"\n") + 1
+            raise DataFormatError(path, line, f"not UTF-8 (byte offset {e.start})") from None
+        raise
+
+
+def check_out_dir(out_dir: str | Path) -> None:
+    """Only an earlier index may be replaced: never delete a directory of someone else's files."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise MinisciError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "index.json").is_file():
+        raise MinisciError(
+            f"--out {out}: a non-empty directory that is not an index (no index.json); "
+            "refusing to replace it: choose a new or empty directory"
+        )
 
 
 def build_index(
@@ -50,14 +119,21 @@ def build_index(
     docs: list[dict],
     out_dir,
     batch_size: int = 64,
-    max_length: int = 256,
+    max_length: int | None = 256,
     progress: Callable | None = None,
     precision: str = "fp32",
     max_tokens: int = 2048,
+    device: str = "cpu",
 ) -> dict:
     """Embed ``docs`` into ``out_dir``; queries against the index are embedded with the same model,
-    ``max_length`` and ``precision`` (recorded in ``index.json``)."""
-    model, tok = load_encoder(model_dir, precision)
+    ``max_length`` and ``precision`` (recorded in ``index.json``). An existing ``out_dir`` is replaced
+    only if it is an index. ``max_length`` None: 256 word pieces, or the model's maximum if smaller."""
+    check_out_dir(out_dir)
+    config = read_config(model_dir)
+    if max_length is None:  # the usual window, or the whole model if it takes fewer positions
+        max_length = min(DEFAULT_MAX_LENGTH, max_positions(config))
+    check_max_length(max_length, config, model_dir)
+    model, tok = load_encoder(model_dir, precision, device)
     vecs = embed(model, tok, [d["_text"] for d in docs], batch_size, max_length, progress, max_tokens)
     info = {
         "model": str(model_dir),
@@ -75,26 +151,97 @@ def build_index(
 
 
 def load_index(index_dir) -> tuple[np.ndarray, list[dict], dict]:
+    """Embeddings, documents and ``index.json`` of an index, checked against each other."""
     index_dir = Path(index_dir)
     if not (index_dir / "index.json").is_file():
         raise MinisciError(f"{index_dir}: not an index (no index.json); build one with `minisci index`")
-    info = json.loads((index_dir / "index.json").read_text())
-    vecs = np.load(index_dir / "embeddings.npy", allow_pickle=False)
-    docs = [row for _, row in iter_jsonl(index_dir / "documents.jsonl")]
+    info = _read_info(index_dir / "index.json")
+    vecs = _read_embeddings(index_dir / "embeddings.npy")
+    docs = _read_documents(index_dir / "documents.jsonl")
+    if not (len(vecs) == len(docs) == info["documents"]):
+        raise MinisciError(
+            f"{index_dir}: inconsistent index: {len(vecs)} embeddings, {len(docs)} documents, "
+            f"index.json says {info['documents']}; rebuild it with `minisci index`"
+        )
+    if vecs.shape[1] != info["dimension"]:
+        raise MinisciError(
+            f"{index_dir}: embeddings.npy has dimension {vecs.shape[1]}, index.json says {info['dimension']}"
+        )
     return vecs, docs, info
 
 
-def search(index_dir, query: str, k: int = 10, encoder=None) -> list[dict]:
+def _read_info(path: Path) -> dict:
+    try:
+        info = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFormatError(path, None, f"not valid JSON ({e}); rebuild the index with `minisci index`") from None
+    if not isinstance(info, dict):
+        raise DataFormatError(path, None, "expected a JSON object")
+    for key, kind in INDEX_FIELDS.items():
+        if not isinstance(info.get(key), kind) or isinstance(info.get(key), bool):
+            raise DataFormatError(path, None, f"expected {key!r} ({kind.__name__}), got {info.get(key)!r}")
+    if info.get("precision", "fp32") not in PRECISIONS:
+        raise DataFormatError(
+            path, None, f"unknown precision {info['precision']!r}; expected one of {list(PRECISIONS)}"
+        )
+    return info
+
+
+def _read_embeddings(path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise MinisciError(f"{path}: missing; rebuild the index with `minisci index`")
+    try:
+        vecs = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MinisciError(f"{path}: not a readable NumPy array ({first}); rebuild the index") from None
+    if vecs.ndim != 2 or vecs.dtype.kind != "f" or not np.isfinite(vecs).all():
+        raise MinisciError(f"{path}: expected a finite float matrix, got {vecs.dtype} {vecs.shape}")
+    return vecs.astype(np.float32, copy=False)
+
+
+def _read_documents(path: Path) -> list[dict]:
+    docs = []
+    with decoding(path):
+        rows = list(iter_jsonl(path))
+    for lineno, row in rows:
+        if not isinstance(row.get("id"), str) or not isinstance(row.get("title"), str):
+            raise DataFormatError(path, lineno, "expected string fields 'id' and 'title'")
+        authors = row.get("authors", [])
+        if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
+            raise DataFormatError(path, lineno, "'authors' must be a list of strings")
+        docs.append({**row, "authors": authors})
+    return docs
+
+
+def _query_vector(index_dir, text: str, info: dict, vecs: np.ndarray, encoder, device: str) -> np.ndarray:
+    """The query embedded as the documents were; the model must still give the index's dimension."""
+    model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"), device)
+    if dimension(model) != vecs.shape[1]:
+        raise MinisciError(
+            f"{index_dir}: embeddings have dimension {vecs.shape[1]}, the model {info['model']} gives {dimension(model)}"
+        )
+    return embed(model, tok, [text], max_length=info["max_length"])[0]
+
+
+def search(index_dir, query: str, k: int = 10, encoder=None, device: str = "cpu") -> list[dict]:
+    """The ``k`` documents most similar to ``query`` (cosine), best first."""
+    _check_k(k)
     vecs, docs, info = load_index(index_dir)
-    model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"))
-    q = embed(model, tok, [query], max_length=info["max_length"])[0]
+    q = _query_vector(index_dir, query, info, vecs, encoder, device)
     scores = vecs @ q
     top = np.argsort(-scores, kind="stable")[:k]
     return [{"rank": r + 1, "score": round(float(scores[i]), 4), **docs[i]} for r, i in enumerate(top)]
 
 
 def recommend_reviewers(
-    index_dir, abstract: str, k: int = 10, exclude: tuple[str, ...] = (), aggregation: str = "max", encoder=None
+    index_dir,
+    abstract: str,
+    k: int = 10,
+    exclude: tuple[str, ...] = (),
+    aggregation: str = "max",
+    encoder=None,
+    device: str = "cpu",
 ) -> list[dict]:
     """Authors ranked by the similarity of their papers to ``abstract``.
 
@@ -104,9 +251,9 @@ def recommend_reviewers(
     """
     if aggregation not in AGGREGATIONS:
         raise MinisciError(f"unknown aggregation {aggregation!r}; choose from {list(AGGREGATIONS)}")
+    _check_k(k)
     vecs, docs, info = load_index(index_dir)
-    model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"))
-    scores = vecs @ embed(model, tok, [abstract], max_length=info["max_length"])[0]
+    scores = vecs @ _query_vector(index_dir, abstract, info, vecs, encoder, device)
     banned = {a.casefold().strip() for a in exclude}
     papers = defaultdict(list)
     for i, d in enumerate(docs):
@@ -120,3 +267,8 @@ def recommend_reviewers(
         ranked.append({"author": author, "score": round(score, 4), "papers": [pid for _, pid in ps[:3]]})
     ranked.sort(key=lambda r: (-r["score"], r["author"]))
     return [{"rank": i + 1, **r} for i, r in enumerate(ranked[:k])]
+
+
+def _check_k(k: int) -> None:
+    if not isinstance(k, int) or k < 1:
+        raise MinisciError(f"-k {k}: must be a whole number >= 1")

@@ -1,0 +1,151 @@
+"""Model directories, checked before use, and the options that choose how a model runs.
+
+A model is read only after its directory has been checked against the task: ``config.json`` parses,
+the architecture and the label map fit the command (a citation classifier is not an NER tagger, and a
+bare encoder has no trained head), and the weights are safetensors (``pytorch_model.bin`` is pickle
+and is refused). Library exceptions raised while loading (transformers' ``OSError`` for a missing or
+broken file, ``ValueError``) become one-line :class:`MinisciError` messages naming the directory.
+
+This module imports no torch or transformers at import time, so ``minisci --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from contextlib import contextmanager
+from pathlib import Path
+
+from minisci.errors import DataFormatError, MinisciError
+
+PRECISIONS = ("fp32", "bf16", "int8")
+DEVICES = ("auto", "cpu", "cuda")
+MIN_LENGTH = 8  # [CLS] + [SEP] + a few pieces; below this every window is nearly empty
+
+# command -> (architecture suffix, what the command needs, a label the head must produce)
+TASKS = {
+    "ner": ("ForTokenClassification", "a token-classification (NER) model with B-/I-/O labels"),
+    "cite": ("ForSequenceClassification", "a sequence-classification (citation intent) model"),
+}
+GENERIC_LABEL = re.compile(r"LABEL_\d+")
+
+
+def read_config(model_dir: str | Path) -> dict:
+    """``config.json`` of a model directory, parsed; a missing or broken file is a one-line error."""
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise MinisciError(f"{path}: not a model directory (no such directory); run `dvc repro` or pass --model")
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise MinisciError(f"{path}: not a model directory (no config.json); run `dvc repro` or pass --model")
+    try:
+        config = json.loads(cfg_file.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise DataFormatError(cfg_file, None, f"not UTF-8 (byte offset {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise DataFormatError(cfg_file, e.lineno, f"invalid JSON, truncated? ({e.msg})") from None
+    if not isinstance(config, dict):
+        raise DataFormatError(cfg_file, None, "expected a JSON object")
+    return config
+
+
+def check_weights(model_dir: str | Path) -> None:
+    """Safetensors weights only: a directory holding only pickle weights is refused, not unpickled."""
+    path = Path(model_dir)
+    if (path / "model.safetensors").is_file() or (path / "model.safetensors.index.json").is_file():
+        return
+    if any(path.glob("pytorch_model*.bin")):
+        raise MinisciError(
+            f"{path}: only pytorch_model.bin (pickle) weights; minisci loads safetensors only "
+            "(re-save the model with save_pretrained(..., safe_serialization=True))"
+        )
+    raise MinisciError(f"{path}: no model weights (model.safetensors)")
+
+
+def check_task(model_dir: str | Path, config: dict, task: str) -> None:
+    """Refuse a model whose architecture or label map does not fit ``task`` ("ner" or "cite")."""
+    suffix, need = TASKS[task]
+    archs = config.get("architectures") or []
+    labels = {int(k): v for k, v in (config.get("id2label") or {}).items()}
+    found = f"found architecture {', '.join(archs) or 'none'} " + (
+        f"with labels {labels}" if labels else "and no label map"
+    )
+    generic = not labels or all(GENERIC_LABEL.fullmatch(str(v)) for v in labels.values())
+    if not any(a.endswith(suffix) for a in archs) or generic:
+        raise MinisciError(f"{model_dir}: not {need}; {found}")
+    if task == "ner" and not all(v == "O" or str(v)[:2] in ("B-", "I-") for v in labels.values()):
+        raise MinisciError(f"{model_dir}: not {need}; {found}")
+
+
+def max_positions(config: dict) -> int:
+    """Word pieces the model can take at once (RoBERTa-style models reserve two positions)."""
+    n = int(config.get("max_position_embeddings", 512))
+    return n - 2 if config.get("model_type") in ("roberta", "xlm-roberta", "camembert") else n
+
+
+def check_max_length(max_length: int, config: dict, model_dir) -> None:
+    top = max_positions(config)
+    if not MIN_LENGTH <= max_length <= top:
+        raise MinisciError(
+            f"--max-length {max_length}: must be between {MIN_LENGTH} and {top} (the maximum positions of {model_dir})"
+        )
+
+
+def is_sentence_transformer(model_dir: str | Path) -> bool:
+    return (Path(model_dir) / "modules.json").is_file()
+
+
+def resolve_device(device: str) -> str:
+    """``auto``: CUDA when available, else CPU; ``cuda`` without a GPU is an error, not a silent CPU run."""
+    import torch
+
+    if device not in DEVICES:
+        raise MinisciError(f"--device {device!r}: choose from {list(DEVICES)}")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise MinisciError("--device cuda: no CUDA device is available; use --device cpu")
+    return device
+
+
+@contextmanager
+def loading(model_dir: str | Path):
+    """Translate what transformers raises for a broken model directory into a one-line error."""
+    try:
+        yield
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MinisciError(f"{model_dir}: cannot load the model: {first}") from None
+
+
+def quiet_transformers() -> None:
+    """One line of our own per failure, not transformers' load reports and progress bars."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # e.g. the load report of an encoder saved with pretraining heads
+    hf_logging.disable_progress_bar()  # "Loading weights"; our own bars show the work
+
+
+def load_task_model(model_dir: str | Path, task: str, device: str = "cpu"):
+    """(model, tokenizer) for ``task``, checked: architecture, labels, safetensors, every head weight
+    present (a head that transformers would initialise at random is an error, not a warning)."""
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
+
+    path = Path(model_dir)
+    config = read_config(path)
+    check_task(path, config, task)
+    check_weights(path)
+    quiet_transformers()
+    if task == "ner" and (config.get("crf") or "BertCrfForTokenClassification" in config.get("architectures", [])):
+        from minisci.finetune.crf import BertCrfForTokenClassification as cls
+    else:
+        cls = AutoModelForTokenClassification if task == "ner" else AutoModelForSequenceClassification
+    with loading(path):
+        model, info = cls.from_pretrained(
+            path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
+        )
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    if info["missing_keys"]:
+        missing = ", ".join(sorted(info["missing_keys"])[:4])
+        raise MinisciError(f"{path}: weights missing from model.safetensors ({missing}); the task head is untrained")
+    return model.to(device).eval(), tokenizer

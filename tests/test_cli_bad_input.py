@@ -1,0 +1,335 @@
+"""Bad input to the `minisci` command (issue 18), one row per case: every failure is one line on
+stderr, with exit code 2 (a bad option) or 1 (a bad file, model or index), no traceback, and nothing
+deleted or half-written. Tiny untrained models and one index are built once for the module."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minisci.serve import cli
+
+DOCS = [
+    {"id": "p1", "title": "Aspirin and heparin", "text": "patients received aspirin", "authors": ["Ada", "Bob"]},
+    {"id": "p2", "title": "Lung cancer", "text": "lung cancer treatment with cisplatin", "authors": ["Cy"]},
+    {"id": "p3", "title": "Graph algorithms", "text": "shortest paths in sparse graphs", "authors": ["Dee"]},
+]
+
+
+def save(model, tok, out: Path) -> Path:
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def assets(tiny_model_dir, tmp_path_factory) -> dict:
+    """Task models with random heads (the checks look at architecture, labels and files, not skill),
+    a bare encoder, and an index built by the CLI."""
+    from transformers import (
+        AutoTokenizer,
+        BertConfig,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertModel,
+    )
+
+    root = tmp_path_factory.mktemp("bad-input")
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    base = BertConfig.from_pretrained(tiny_model_dir).to_dict()
+    ner_labels = dict(enumerate(["O", "B-Chemical", "I-Chemical"]))
+    cite_labels = dict(enumerate(["background", "method", "result"]))
+    out = {"root": root, "encoder": tiny_model_dir}
+    out["ner"] = save(BertForTokenClassification(BertConfig(**{**base, "id2label": ner_labels})), tok, root / "ner")
+    out["cite"] = save(
+        BertForSequenceClassification(BertConfig(**{**base, "id2label": cite_labels})), tok, root / "cite"
+    )
+    out["bare"] = save(BertModel(BertConfig(**base)), tok, root / "bare")
+    (root / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    argv = ["index", "--model", str(tiny_model_dir), "--docs", str(root / "docs.jsonl"), "--out", str(root / "index")]
+    assert cli.main(argv) == 0
+    (root / "abstract.txt").write_text("shortest paths in sparse graphs\n")
+    return out
+
+
+def copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def edit_json(path: Path, **changes) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+# Each case: (name, build argv from (assets, tmp_path), exit code, regex the one-line message matches).
+
+
+def headless_cite(a, t):  # a bare encoder whose config claims a citation head: the head would be random
+    d = copy(a["bare"], t / "m")
+    edit_json(d / "config.json", architectures=["BertForSequenceClassification"], id2label={"0": "x", "1": "y"})
+    return ["cite", "--model", str(d), "some text"]
+
+
+def default_labels(a, t):  # transformers' LABEL_n defaults: a head never trained for a task
+    d = copy(a["ner"], t / "m")
+    edit_json(d / "config.json", id2label={"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"})
+    return ["ner", "--model", str(d), "x"]
+
+
+def no_weights(a, t):
+    d = copy(a["ner"], t / "m")
+    (d / "model.safetensors").unlink()
+    return ["ner", "--model", str(d), "x"]
+
+
+def pickle_only(a, t):
+    d = copy(a["ner"], t / "m")
+    (d / "model.safetensors").rename(d / "pytorch_model.bin")
+    return ["ner", "--model", str(d), "x"]
+
+
+def truncated_config(a, t):
+    d = copy(a["cite"], t / "m")
+    (d / "config.json").write_text((d / "config.json").read_text()[:40])
+    return ["cite", "--model", str(d), "x"]
+
+
+def broken_tokenizer(a, t):
+    d = copy(a["cite"], t / "m")
+    (d / "tokenizer.json").write_text('{"version": ')
+    (d / "vocab.txt").unlink(missing_ok=True)
+    return ["cite", "--model", str(d), "x"]
+
+
+def bad_utf8_file(a, t):
+    (t / "in.txt").write_bytes(b"aspirin\nhepa\xffrin\n")
+    return ["ner", "--model", str(a["ner"]), "--file", str(t / "in.txt")]
+
+
+def index_copy(a, t) -> Path:
+    return copy(a["root"] / "index", t / "idx")
+
+
+def search_argv(idx: Path, *extra) -> list[str]:
+    return ["search", "--index", str(idx), *extra, "aspirin"]
+
+
+def more_docs_than_rows(a, t):
+    idx = index_copy(a, t)
+    with (idx / "documents.jsonl").open("a") as f:
+        f.write(json.dumps({"id": "p4", "title": "extra", "authors": []}) + "\n")
+    return search_argv(idx)
+
+
+def fewer_docs_than_rows(a, t):
+    idx = index_copy(a, t)
+    lines = (idx / "documents.jsonl").read_text().splitlines(keepends=True)
+    (idx / "documents.jsonl").write_text("".join(lines[:2]))
+    return search_argv(idx)
+
+
+def wrong_dimension(a, t):
+    idx = index_copy(a, t)
+    np.save(idx / "embeddings.npy", np.ones((3, 16), dtype=np.float32))
+    edit_json(idx / "index.json", dimension=16)
+    return search_argv(idx)
+
+
+def missing_embeddings(a, t):
+    idx = index_copy(a, t)
+    (idx / "embeddings.npy").unlink()
+    return search_argv(idx)
+
+
+def corrupt_embeddings(a, t):
+    idx = index_copy(a, t)
+    (idx / "embeddings.npy").write_bytes(b"\x93NUMPY garbage")
+    return search_argv(idx)
+
+
+def pickled_embeddings(a, t):
+    idx = index_copy(a, t)
+    np.save(idx / "embeddings.npy", np.array([{"a": 1}] * 3, dtype=object), allow_pickle=True)
+    return search_argv(idx)
+
+
+def corrupt_index_json(a, t):
+    idx = index_copy(a, t)
+    (idx / "index.json").write_text('{"model": ')
+    return search_argv(idx)
+
+
+def index_json_missing_key(a, t):
+    idx = index_copy(a, t)
+    info = json.loads((idx / "index.json").read_text())
+    del info["max_length"]
+    (idx / "index.json").write_text(json.dumps(info))
+    return search_argv(idx)
+
+
+def row_without_title(a, t):
+    idx = index_copy(a, t)
+    rows = (idx / "documents.jsonl").read_text().splitlines()
+    rows[1] = json.dumps({"id": "p2", "authors": ["Cy"]})
+    (idx / "documents.jsonl").write_text("\n".join(rows) + "\n")
+    return ["reviewers", "--index", str(idx), str(a["root"] / "abstract.txt")]
+
+
+def non_index_out(a, t):
+    (t / "mine").mkdir()
+    (t / "mine" / "thesis.tex").write_text("years of work")
+    return ["index", "--model", str(a["encoder"]), "--docs", str(a["root"] / "docs.jsonl"), "--out", str(t / "mine")]
+
+
+def index_argv(a, *extra) -> list[str]:
+    return ["index", "--model", str(a["encoder"]), "--docs", str(a["root"] / "docs.jsonl"), "--out", "unused", *extra]
+
+
+def bad_utf8_docs(a, t):
+    (t / "d.jsonl").write_bytes(json.dumps(DOCS[0]).encode() + b"\n" + b'{"id": "x", "title": "caf\xe9"}\n')
+    return ["index", "--model", str(a["encoder"]), "--docs", str(t / "d.jsonl"), "--out", str(t / "i")]
+
+
+def bad_utf8_abstract(a, t):
+    (t / "abs.txt").write_bytes(b"\xfe\xff")
+    return ["reviewers", "--index", str(a["root"] / "index"), str(t / "abs.txt")]
+
+
+CASES = [
+    # wrong-task and head-less models
+    ("ner on a citation model", lambda a, t: ["ner", "--model", str(a["cite"]), "x"], 1,
+     r"not a token-classification \(NER\) model.*found architecture BertForSequenceClassification with labels \{0: 'background'"),
+    ("cite on an NER model", lambda a, t: ["cite", "--model", str(a["ner"]), "x"], 1,
+     r"not a sequence-classification .*found architecture BertForTokenClassification with labels \{0: 'O', 1: 'B-Chemical'"),
+    ("ner on a bare encoder", lambda a, t: ["ner", "--model", str(a["bare"]), "x"], 1,
+     r"not a token-classification .*found architecture BertModel and no label map"),
+    ("cite on a bare encoder", lambda a, t: ["cite", "--model", str(a["encoder"]), "x"], 1,
+     r"not a sequence-classification .*found architecture BertForSparsePreTraining and no label map"),
+    ("default LABEL_n labels", default_labels, 1, r"found architecture BertForTokenClassification with labels \{0: 'LABEL_0'"),
+    ("a head that would be random", headless_cite, 1, r"weights missing from model.safetensors \(classifier.bias, classifier.weight\)"),
+    # broken model directories
+    ("model dir missing", lambda a, t: ["ner", "--model", str(t / "nope"), "x"], 1, r"nope: not a model directory"),
+    ("model dir without weights", no_weights, 1, r"m: no model weights \(model.safetensors\)"),
+    ("only pickle weights", pickle_only, 1, r"only pytorch_model.bin \(pickle\) weights; minisci loads safetensors only"),
+    ("truncated config.json", truncated_config, 1, r"config.json:\d+: invalid JSON, truncated\?"),
+    ("broken tokenizer", broken_tokenizer, 1, r"m: cannot load the model: "),
+    # texts
+    ("--file not UTF-8", bad_utf8_file, 1, r"in.txt:2: not UTF-8 \(byte offset 12: b'\\xff'\)"),
+    ("--file missing", lambda a, t: ["ner", "--model", str(a["ner"]), "--file", str(t / "no.txt")], 1, r"no.txt: no such file"),
+    ("--file a directory", lambda a, t: ["cite", "--model", str(a["cite"]), "--file", str(t)], 1, r": is a directory, expected a text file"),
+    ("abstract not UTF-8", bad_utf8_abstract, 1, r"abs.txt:1: not UTF-8 \(byte offset 0"),
+    ("documents not UTF-8", bad_utf8_docs, 1, r"d.jsonl:2: not UTF-8 \(byte offset \d+\)"),
+    # options
+    ("search -k -3", lambda a, t: search_argv(a["root"] / "index", "-k", "-3"), 2, r"argument -k: must be >= 1, got -3"),
+    ("search -k 0", lambda a, t: search_argv(a["root"] / "index", "-k", "0"), 2, r"argument -k: must be >= 1, got 0"),
+    ("reviewers -k -2", lambda a, t: ["reviewers", "--index", "i", "abs.txt", "-k", "-2"], 2, r"argument -k: must be >= 1, got -2"),
+    ("--batch-size 0", lambda a, t: ["ner", "--model", "m", "--batch-size", "0", "x"], 2, r"argument --batch-size: must be >= 1"),
+    ("--max-length 1", lambda a, t: index_argv(a, "--max-length", "1"), 1, r"--max-length 1: must be between 8 and 64"),
+    ("--max-length 2", lambda a, t: index_argv(a, "--max-length", "2"), 1, r"--max-length 2: must be between 8 and 64"),
+    ("--max-length 1024", lambda a, t: index_argv(a, "--max-length", "1024"), 1, r"--max-length 1024: must be between 8 and 64 \(the maximum positions of"),
+    ("--max-length 100000", lambda a, t: index_argv(a, "--max-length", "100000"), 1, r"must be between 8 and 64"),
+    ("--precision fp16", lambda a, t: ["cite", "--model", "m", "--precision", "fp16", "x"], 2, r"invalid choice: 'fp16'"),
+    ("unknown command", lambda a, t: ["bogus"], 2, r"invalid choice: 'bogus'"),
+    # indexes
+    ("--out a directory that is not an index", non_index_out, 1, r"mine: a non-empty directory that is not an index \(no index.json\); refusing"),
+    ("not an index", lambda a, t: search_argv(t), 1, r"not an index \(no index.json\)"),
+    ("more documents than rows", more_docs_than_rows, 1, r"inconsistent index: 3 embeddings, 4 documents, index.json says 3"),
+    ("fewer documents than rows", fewer_docs_than_rows, 1, r"inconsistent index: 3 embeddings, 2 documents"),
+    ("dimension differs from the model", wrong_dimension, 1, r"embeddings have dimension 16, the model .* gives 32"),
+    ("embeddings.npy missing", missing_embeddings, 1, r"embeddings.npy: missing; rebuild the index"),
+    ("embeddings.npy corrupt", corrupt_embeddings, 1, r"embeddings.npy: not a readable NumPy array"),
+    ("embeddings.npy pickled", pickled_embeddings, 1, r"embeddings.npy: not a readable NumPy array \(Object arrays cannot be loaded"),
+    ("index.json corrupt", corrupt_index_json, 1, r"index.json: not valid JSON"),
+    ("index.json without a key", index_json_missing_key, 1, r"index.json: expected 'max_length' \(int\), got None"),
+    ("document row without title", row_without_title, 1, r"documents.jsonl:2: expected string fields 'id' and 'title'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("build, code, message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line(build, code, message, assets, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = build(assets, tmp_path)
+    try:
+        got = cli.main(argv)
+    except SystemExit as e:
+        got = e.code
+    err = capsys.readouterr().err
+    assert got == code, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.search(message, err), err
+
+
+def test_out_dir_that_is_not_an_index_is_left_alone(assets, tmp_path, capsys):
+    argv = non_index_out(assets, tmp_path)
+    assert cli.main(argv) == 1
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "years of work"
+    idx = index_copy(assets, tmp_path)  # an earlier index is replaced
+    assert cli.main([*argv[:-1], str(idx), "--jsonl"]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"] == 3
+
+
+def test_stdin_not_utf8(assets, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"aspirin works\nbad \xc3\x28 byte\n")))
+    assert cli.main(["ner", "--model", str(assets["ner"])]) == 1
+    assert capsys.readouterr().err == "error: standard input:2: not UTF-8 (byte offset 18: b'\\xc3')\n"
+
+
+def test_terminal_escapes_are_stripped_from_human_output(assets, tmp_path, capsys):
+    docs = tmp_path / "d.jsonl"
+    evil = {
+        "id": "e\x1b]0;pwned\x07",
+        "title": "Aspirin \x1b[2J\x1b[31mred\x1b[0m\x9b1m",
+        "authors": ["M\x1b[1mallory"],
+    }
+    docs.write_text(json.dumps(evil) + "\n" + json.dumps(DOCS[1]) + "\n")
+    assert (
+        cli.main(["index", "--model", str(assets["encoder"]), "--docs", str(docs), "--out", str(tmp_path / "i")]) == 0
+    )
+    capsys.readouterr()
+    assert cli.main(["search", "--index", str(tmp_path / "i"), "aspirin"]) == 0
+    out = capsys.readouterr().out
+    assert "Aspirin" in out and "red" in out and not any(c in out for c in "\x1b\x07\x9b")
+    (tmp_path / "a.txt").write_text("aspirin")
+    assert cli.main(["reviewers", "--index", str(tmp_path / "i"), str(tmp_path / "a.txt")]) == 0
+    out = capsys.readouterr().out
+    assert "allory" in out and "\x1b" not in out
+    assert cli.main(["search", "--index", str(tmp_path / "i"), "--jsonl", "aspirin"]) == 0  # JSON keeps the data
+    assert any(json.loads(line)["title"] == evil["title"] for line in capsys.readouterr().out.splitlines())
+
+
+def test_cuda_without_a_gpu(assets, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert cli.main(["search", "--index", str(assets["root"] / "index"), "--device", "cuda", "q"]) == 1
+    assert "--device cuda: no CUDA device is available" in capsys.readouterr().err
+
+
+def test_import_cli_does_not_import_torch():
+    """`minisci --help` stays fast: torch, transformers and numpy are imported by the commands only."""
+    code = "import sys, minisci.serve.cli; print(sorted(m for m in ('torch', 'transformers', 'numpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_help_has_examples_defaults_and_version(capsys):
+    for command in ("ner", "cite", "index", "search", "reviewers"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        out = capsys.readouterr().out
+        assert f"minisci {command} " in out.split("example")[-1] and "(default: auto)" in out
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.startswith("minisci ")
+    parser = cli.build_parser()
+    for sub in parser._subparsers._group_actions[0].choices.values():
+        assert all(a.help for a in sub._actions), sub.prog  # every option has help text
