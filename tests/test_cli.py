@@ -198,7 +198,7 @@ def test_cli_decodes_crf_models_with_the_evaluations_viterbi(tiny_finetuned, tmp
             p.copy_(3 * torch.randn(p.shape, generator=g))  # transitions strong enough to overrule emissions
     model.save_pretrained(tmp_path / "crf")
     tok.save_pretrained(tmp_path / "crf")
-    sentences = load_ner_split("bc5cdr", "test", tiny_finetuned["data"])[:30]
+    sentences = load_prepared(tiny_finetuned["ner_data"]).splits["test"][:30]
     texts = [" ".join(s.tokens) for s in sentences]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
     assert cli.main(["ner", "--model", str(tmp_path / "crf"), "--file", str(tmp_path / "in.txt"), "--jsonl"]) == 0

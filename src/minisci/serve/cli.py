@@ -1,7 +1,7 @@
 """The ``minisci`` command line: use the trained models.
 
   minisci ner --model models/finetune_ner/bc5cdr/adapted "Naloxone reverses clonidine."
-  minisci cite --model models/finetune_scicite/adapted --file citations.txt --jsonl
+  minisci cite --model models/finetune_classification/scicite/adapted --file citations.txt --jsonl
   minisci index --model models/adapted --docs papers.jsonl --out index/
   minisci search --index index/ "kinase inhibitors in leukaemia" -k 5
   minisci reviewers --index index/ abstract.txt --exclude "A. Author"
@@ -197,8 +197,8 @@ EXAMPLES = {
   minisci ner --model models/finetune_ner/bc5cdr/adapted "Naloxone reverses clonidine."
   minisci ner --model models/finetune_ner/bc5cdr/adapted --file abstracts.txt --jsonl""",
     "cite": """examples:
-  minisci cite --model models/finetune_scicite/adapted "We used the protocol of Smith et al. (2001)."
-  cat citations.txt | minisci cite --model models/finetune_scicite/adapted --jsonl""",
+  minisci cite --model models/finetune_classification/scicite/adapted "We used the protocol of Smith et al. (2001)."
+  cat citations.txt | minisci cite --model models/finetune_classification/scicite/adapted --jsonl""",
     "index": """example:
   minisci index --model models/embeddings --docs tests/fixtures/papers.jsonl --out /tmp/papers-index""",
     "search": '''example:
