@@ -33,7 +33,8 @@ def test_ner_batched_equals_pipeline(tiny_finetuned):
 def test_fast_postprocess_is_the_pipelines_exactly(tiny_finetuned):
     """Same logits in, the same entities out: labels, spans, words and float32 scores, bit for bit,
     including [UNK] pieces and a text split into overlapping windows."""
-    from minisci.serve.inference import _first_applies, _first_postprocess, _sorted_forward
+    from minisci.serve import pipeline_compat as compat
+    from minisci.serve.inference import _sorted_forward
 
     pipe = token_classifier(tiny_finetuned["ner"], stride=16)
     pipe.tokenizer.model_max_length = 64
@@ -43,11 +44,11 @@ def test_fast_postprocess_is_the_pipelines_exactly(tiny_finetuned):
     ]
     per_text = []
     for text in texts:
-        chunks = list(pipe.preprocess(text, **pipe._preprocess_params))
+        chunks = list(compat.preprocess(pipe, text))
         per_text.append([{**c, "logits": lg} for c, lg in zip(chunks, _sorted_forward(pipe, chunks, 8, None))])
-    assert _first_applies(pipe) and len(per_text[-1]) > 1
+    assert compat.first_applies(pipe) and len(per_text[-1]) > 1
     assert any(pipe.tokenizer.unk_token_id in out["input_ids"][0].tolist() for out in per_text[-2])
-    ours = [_first_postprocess(pipe, outs) for outs in per_text]
+    ours = [compat.first_postprocess(pipe, outs) for outs in per_text]
     assert ours == [pipe.postprocess(outs, **pipe._postprocess_params) for outs in per_text]
     assert sum(map(len, ours)) > 0
 

@@ -15,6 +15,7 @@ import torch
 
 from minisci.batching import length_batches
 from minisci.errors import MinisciError
+from minisci.serve import pipeline_compat as compat
 from minisci.serve.models import load_task_model, resolve_device
 from minisci.serve.precision import apply_precision
 
@@ -80,7 +81,7 @@ def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None 
         return _crf_tag(pipe, texts, batch_size, progress)
     chunks, owner = [], []
     for ti, text in enumerate(texts):
-        for chunk in pipe.preprocess(text, **pipe._preprocess_params):
+        for chunk in compat.preprocess(pipe, text):
             chunks.append(chunk)
             owner.append(ti)
     logits = _sorted_forward(pipe, chunks, batch_size, progress)
@@ -95,91 +96,8 @@ def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None 
                 "word_to_chars_map": chunk.get("word_to_chars_map"),
             }
         )
-    postprocess = (
-        _first_postprocess if _first_applies(pipe) else lambda p, outs: p.postprocess(outs, **p._postprocess_params)
-    )
+    postprocess = compat.first_postprocess if compat.first_applies(pipe) else compat.postprocess
     return [[_plain(e) for e in postprocess(pipe, outs)] for outs in per_text]
-
-
-def _first_applies(pipe) -> bool:
-    """Whether :func:`_first_postprocess` reproduces ``pipe.postprocess``: aggregation "first" on raw text
-    (not pre-split words) with a fast, word-aware tokenizer (WordPiece/BPE with a continuing-subword prefix)."""
-    from transformers.pipelines.token_classification import AggregationStrategy
-
-    model = getattr(getattr(pipe.tokenizer, "_tokenizer", None), "model", None)
-    return (
-        pipe._postprocess_params.get("aggregation_strategy") == AggregationStrategy.FIRST
-        and not pipe._preprocess_params.get("is_split_into_words")
-        and pipe.tokenizer.is_fast
-        and bool(getattr(model, "continuing_subword_prefix", None))
-    )
-
-
-def _first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
-    """``pipe.postprocess`` for aggregation "first", output for output, float for float.
-
-    The pipeline builds a dict and decodes a string for every word piece and every word, most of
-    them "O" and then thrown away; this follows the same steps (softmax in NumPy per window, words
-    from the tokenizer's offsets, each word labelled by its first piece, adjacent words grouped by
-    B-/I- tag, the group's score the mean of its words' scores, windows merged by the pipeline's own
-    ``aggregate_overlapping_entities``) but decodes strings only for the entities it returns.
-    """
-    ignore = pipe._postprocess_params.get("ignore_labels") or ["O"]
-    id2label = pipe.model.config.id2label
-    tags = {i: pipe.get_tag(name) for i, name in id2label.items()}
-    unk = pipe.tokenizer.unk_token_id
-    to_string = pipe.tokenizer.convert_tokens_to_string
-    sentence = outputs[0]["sentence"]
-    entities = []
-    for out in outputs:
-        logits = out["logits"][0].to(torch.float32).numpy()
-        maxes = np.max(logits, axis=-1, keepdims=True)
-        shifted_exp = np.exp(logits - maxes)
-        scores = shifted_exp / shifted_exp.sum(axis=-1, keepdims=True)
-        ids = out["input_ids"][0].tolist()
-        pieces = pipe.tokenizer.convert_ids_to_tokens(ids)
-        words: list[list] = []  # [first piece index, start, end, pieces]
-        for i, (tid, special, (start, end)) in enumerate(
-            zip(ids, out["special_tokens_mask"][0].tolist(), out["offset_mapping"][0].tolist())
-        ):
-            if special:
-                continue
-            piece, is_subword = pieces[i], False
-            if tid == unk:
-                piece = sentence[start:end]
-            else:
-                is_subword = len(piece) != end - start
-            if words and is_subword:
-                words[-1][2] = end
-                words[-1][3].append(piece)
-            else:
-                words.append([i, start, end, [piece]])
-        if not words:
-            continue
-        first = np.array([w[0] for w in words])
-        labels = scores[first].argmax(axis=-1).tolist()
-        group: list[int] = []
-        for w, label in enumerate(labels + [None]):
-            if group and label is not None:
-                bi, tag = tags[label]
-                if tag == tags[labels[group[-1]]][1] and bi != "B":
-                    group.append(w)
-                    continue
-            if group:
-                name = id2label[labels[group[0]]].split("-", 1)[-1]
-                if name not in ignore:
-                    members = [words[g] for g in group]
-                    entities.append(
-                        {
-                            "entity_group": name,
-                            "score": np.mean(np.nanmean([scores[words[g][0]][labels[g]] for g in group])),
-                            "word": to_string([to_string(m[3]) for m in members]),
-                            "start": members[0][1],
-                            "end": members[-1][2],
-                        }
-                    )
-            group = [w]
-    return pipe.aggregate_overlapping_entities(entities) if len(outputs) > 1 else entities
 
 
 def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None) -> list[list[dict]]:
@@ -225,11 +143,11 @@ def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None)
 def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[dict]:
     """Label, score and every label's score per text (the pipeline's ``top_k=None`` output)."""
     _check_texts(texts)
-    chunks = [pipe.preprocess(t, **pipe._preprocess_params) for t in texts]
+    chunks = [compat.preprocess(pipe, t) for t in texts]
     logits = _sorted_forward(pipe, chunks, batch_size, progress)
     results = []
     for lg in logits:
-        scores = pipe.postprocess({"logits": lg}, **pipe._postprocess_params)
+        scores = compat.postprocess(pipe, {"logits": lg})
         results.append(
             {
                 "label": scores[0]["label"],
