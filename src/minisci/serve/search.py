@@ -75,20 +75,32 @@ def build_index(
 
 
 def load_index(index_dir) -> tuple[np.ndarray, list[dict], dict]:
+    """Embeddings, documents and ``index.json`` of an index; a missing, truncated or mismatched file is
+    one clear error, not a NumPy or JSON traceback."""
     index_dir = Path(index_dir)
     if not (index_dir / "index.json").is_file():
         raise MinisciError(f"{index_dir}: not an index (no index.json); build one with `minisci index`")
-    info = json.loads((index_dir / "index.json").read_text())
-    vecs = np.load(index_dir / "embeddings.npy", allow_pickle=False)
+    try:
+        info = json.loads((index_dir / "index.json").read_text())
+        vecs = np.load(index_dir / "embeddings.npy", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:  # JSONDecodeError is a ValueError; a cut .npy raises either
+        raise MinisciError(f"{index_dir}: corrupt index ({e}); rebuild it with `minisci index`") from e
     docs = [row for _, row in iter_jsonl(index_dir / "documents.jsonl")]
+    if vecs.ndim != 2 or len(vecs) != len(docs) or not {"model", "max_length"} <= set(info):
+        raise MinisciError(
+            f"{index_dir}: corrupt index ({vecs.shape} embeddings for {len(docs)} documents); rebuild it with `minisci index`"
+        )
     return vecs, docs, info
 
 
 def search(index_dir, query: str, k: int = 10, encoder=None) -> list[dict]:
     vecs, docs, info = load_index(index_dir)
     model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"))
-    q = embed(model, tok, [query], max_length=info["max_length"])[0]
-    scores = vecs @ q
+    return rank_documents(vecs @ embed(model, tok, [query], max_length=info["max_length"])[0], docs, k)
+
+
+def rank_documents(scores: np.ndarray, docs: list[dict], k: int = 10) -> list[dict]:
+    """The ``k`` best documents for one query's cosine ``scores`` (one per document), ties in index order."""
     top = np.argsort(-scores, kind="stable")[:k]
     return [{"rank": r + 1, "score": round(float(scores[i]), 4), **docs[i]} for r, i in enumerate(top)]
 
@@ -96,7 +108,17 @@ def search(index_dir, query: str, k: int = 10, encoder=None) -> list[dict]:
 def recommend_reviewers(
     index_dir, abstract: str, k: int = 10, exclude: tuple[str, ...] = (), aggregation: str = "max", encoder=None
 ) -> list[dict]:
-    """Authors ranked by the similarity of their papers to ``abstract``.
+    """Authors ranked by the similarity of their papers to ``abstract`` (see :func:`rank_authors`)."""
+    vecs, docs, info = load_index(index_dir)
+    model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"))
+    scores = vecs @ embed(model, tok, [abstract], max_length=info["max_length"])[0]
+    return rank_authors(scores, docs, k, exclude, aggregation)
+
+
+def rank_authors(
+    scores: np.ndarray, docs: list[dict], k: int = 10, exclude: tuple[str, ...] = (), aggregation: str = "max"
+) -> list[dict]:
+    """Authors ranked by their papers' ``scores``, each with their (up to three) best papers' ids.
 
     ``max``: an author's best-matching paper; ``mean_top3``: the mean of their three best (rewards
     sustained expertise over one lucky paper). Excluded authors (conflicts of interest) are matched
@@ -104,9 +126,6 @@ def recommend_reviewers(
     """
     if aggregation not in AGGREGATIONS:
         raise MinisciError(f"unknown aggregation {aggregation!r}; choose from {list(AGGREGATIONS)}")
-    vecs, docs, info = load_index(index_dir)
-    model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"))
-    scores = vecs @ embed(model, tok, [abstract], max_length=info["max_length"])[0]
     banned = {a.casefold().strip() for a in exclude}
     papers = defaultdict(list)
     for i, d in enumerate(docs):
