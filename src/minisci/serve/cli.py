@@ -291,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="max",
         help="author score: best paper (max) or mean of the three best papers",
     )
+    from minisci.serve.demo import add_demo_parser  # `minisci demo`: its options live beside its launcher
+
+    add_demo_parser(sub)
     return p
 
 

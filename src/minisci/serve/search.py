@@ -228,8 +228,11 @@ def search(index_dir, query: str, k: int = 10, encoder=None, device: str = "cpu"
     """The ``k`` documents most similar to ``query`` (cosine), best first."""
     _check_k(k)
     vecs, docs, info = load_index(index_dir)
-    q = _query_vector(index_dir, query, info, vecs, encoder, device)
-    scores = vecs @ q
+    return rank_documents(vecs @ _query_vector(index_dir, query, info, vecs, encoder, device), docs, k)
+
+
+def rank_documents(scores: np.ndarray, docs: list[dict], k: int = 10) -> list[dict]:
+    """The ``k`` best documents for one query's cosine ``scores`` (one per document), ties in index order."""
     top = np.argsort(-scores, kind="stable")[:k]
     return [{"rank": r + 1, "score": round(float(scores[i]), 4), **docs[i]} for r, i in enumerate(top)]
 
@@ -243,7 +246,17 @@ def recommend_reviewers(
     encoder=None,
     device: str = "cpu",
 ) -> list[dict]:
-    """Authors ranked by the similarity of their papers to ``abstract``.
+    """Authors ranked by the similarity of their papers to ``abstract`` (see :func:`rank_authors`)."""
+    _check_k(k)
+    vecs, docs, info = load_index(index_dir)
+    scores = vecs @ _query_vector(index_dir, abstract, info, vecs, encoder, device)
+    return rank_authors(scores, docs, k, exclude, aggregation)
+
+
+def rank_authors(
+    scores: np.ndarray, docs: list[dict], k: int = 10, exclude: tuple[str, ...] = (), aggregation: str = "max"
+) -> list[dict]:
+    """Authors ranked by their papers' ``scores``, each with their (up to three) best papers' ids.
 
     ``max``: an author's best-matching paper; ``mean_top3``: the mean of their three best (rewards
     sustained expertise over one lucky paper). Excluded authors (conflicts of interest) are matched
@@ -252,8 +265,6 @@ def recommend_reviewers(
     if aggregation not in AGGREGATIONS:
         raise MinisciError(f"unknown aggregation {aggregation!r}; choose from {list(AGGREGATIONS)}")
     _check_k(k)
-    vecs, docs, info = load_index(index_dir)
-    scores = vecs @ _query_vector(index_dir, abstract, info, vecs, encoder, device)
     banned = {a.casefold().strip() for a in exclude}
     papers = defaultdict(list)
     for i, d in enumerate(docs):

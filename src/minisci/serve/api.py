@@ -1,0 +1,180 @@
+"""The Python API to the trained models: load once, call many times, in batches.
+
+Three classes wrap what the ``minisci`` commands run (:mod:`minisci.serve.inference`,
+:mod:`minisci.serve.search`), so a call gives the same output as the command line::
+
+    >>> from minisci import CitationClassifier, Index, NerTagger
+    >>> tagger = NerTagger("models/finetune_ner/bc5cdr/adapted")
+    >>> [e["word"] for e in tagger("Patients received aspirin after surgery.")]
+    ['aspirin']
+    >>> len(tagger(["Heparin was given.", "Insulin was given."]))  # a list in, one result per text out
+    2
+    >>> clf = CitationClassifier("models/finetune_scicite/adapted")
+    >>> clf("We used the method of Smith et al.")["label"] in clf.labels
+    True
+    >>> index = Index("index/")  # built by `minisci index` or Index.build
+    >>> [hit["rank"] for hit in index.search("lung cancer treatment", k=2)]
+    [1, 2]
+    >>> index.reviewers("Shortest paths in sparse graphs.", k=1, exclude=["Ada"])[0]["rank"]
+    1
+
+``tests/test_api.py`` runs these examples on tiny models laid out under those paths.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, overload
+
+from minisci.errors import MinisciError
+from minisci.serve import inference, search
+
+# The model class suffix each task needs (config.json's "architectures"), so that a citation model
+# given to the tagger fails with one line instead of tagging nonsense.
+TASK_ARCHITECTURES = {"ner": "ForTokenClassification", "cite": "ForSequenceClassification"}
+TASK_STAGES = {"ner": "finetune_ner", "cite": "finetune_scicite"}
+
+
+def check_task(model_dir: str | Path, task: str) -> Path:
+    """``model_dir`` if it holds a fine-tuned model for ``task`` (``ner`` or ``cite``), else a one-line error."""
+    path = inference._check_model_dir(model_dir)
+    config = path / "config.json"
+    try:
+        architectures = json.loads(config.read_text()).get("architectures") or []
+    except (ValueError, AttributeError) as e:
+        raise MinisciError(f"{config}: not a model configuration ({e})") from e
+    if architectures and not any(a.endswith(TASK_ARCHITECTURES[task]) for a in architectures):
+        raise MinisciError(
+            f"{path}: a {architectures[0]} model, not a {task} model; pass a model from the {TASK_STAGES[task]} stage"
+        )
+    return path
+
+
+def _one_or_many(texts: str | Sequence[str]) -> tuple[list[str], bool]:
+    if isinstance(texts, str):
+        return [texts], True
+    return list(texts), False
+
+
+class NerTagger:
+    """Biomedical entity tagger on a ``finetune_ner`` model, as ``minisci ner``.
+
+    Args:
+        model_dir: a fine-tuned token-classification model directory.
+        batch_size: windows per length-sorted batch.
+        stride: tokens of overlap between the windows of a text longer than the model's maximum
+            length (long texts are windowed, not cut).
+        precision: ``fp32`` (exactly the transformers pipeline), ``bf16`` or ``int8``
+            (see :mod:`minisci.serve.precision`).
+
+    Call it on one text for its entities, or on a list of texts for one list per text. An entity is
+    ``{"entity_group", "score", "word", "start", "end"}`` with character offsets into the text.
+    """
+
+    def __init__(self, model_dir: str | Path, batch_size: int = 32, stride: int = 64, precision: str = "fp32"):
+        self.model_dir = check_task(model_dir, "ner")
+        self.batch_size = batch_size
+        self.pipe = inference.token_classifier(self.model_dir, stride=stride, precision=precision)
+
+    @property
+    def labels(self) -> list[str]:
+        """Entity types (the B-/I- prefixes and "O" dropped), in label-id order."""
+        names = [n.split("-", 1)[-1] for _, n in sorted(self.pipe.model.config.id2label.items()) if n != "O"]
+        return list(dict.fromkeys(names))
+
+    @overload
+    def __call__(self, texts: str, progress: Callable | None = None) -> list[dict]: ...
+    @overload
+    def __call__(self, texts: Sequence[str], progress: Callable | None = None) -> list[list[dict]]: ...
+
+    def __call__(self, texts, progress=None):
+        batch, single = _one_or_many(texts)
+        out = inference.tag(self.pipe, batch, self.batch_size, progress)
+        return out[0] if single else out
+
+
+class CitationClassifier:
+    """Citation intent classifier on a ``finetune_scicite`` model, as ``minisci cite``.
+
+    Args: ``model_dir``, ``batch_size`` and ``precision`` as for :class:`NerTagger`.
+
+    Call it on one text for ``{"label", "score", "scores"}`` (``scores``: every label's probability),
+    or on a list of texts for one such dict per text.
+    """
+
+    def __init__(self, model_dir: str | Path, batch_size: int = 32, precision: str = "fp32"):
+        self.model_dir = check_task(model_dir, "cite")
+        self.batch_size = batch_size
+        self.pipe = inference.text_classifier(self.model_dir, precision=precision)
+
+    @property
+    def labels(self) -> list[str]:
+        """Class names, in label-id order."""
+        return [n for _, n in sorted(self.pipe.model.config.id2label.items())]
+
+    @overload
+    def __call__(self, texts: str, progress: Callable | None = None) -> dict: ...
+    @overload
+    def __call__(self, texts: Sequence[str], progress: Callable | None = None) -> list[dict]: ...
+
+    def __call__(self, texts, progress=None):
+        batch, single = _one_or_many(texts)
+        out = inference.classify(self.pipe, batch, self.batch_size, progress)
+        return out[0] if single else out
+
+
+class Index:
+    """A search index (``minisci index``) loaded once: semantic search and reviewer recommendation.
+
+    Args:
+        index_dir: the index directory.
+        encoder_dir: the encoder that embeds queries; default the one recorded in ``index.json``
+            (give it when the index was built elsewhere: queries must use the index's encoder).
+        precision: default the index's.
+    """
+
+    def __init__(self, index_dir: str | Path, encoder_dir: str | Path | None = None, precision: str | None = None):
+        self.index_dir = Path(index_dir)
+        self.vectors, self.documents, self.info = search.load_index(self.index_dir)
+        self.encoder = search.load_encoder(
+            encoder_dir or self.info["model"], precision or self.info.get("precision", "fp32")
+        )
+
+    @classmethod
+    def build(cls, model_dir: str | Path, docs: str | Path | list[dict], out_dir: str | Path, **options: Any) -> Index:
+        """Embed a JSONL collection (``id``, ``title``/``text``, optional ``authors``), or documents already
+        read by :func:`minisci.serve.search.read_collection`, into ``out_dir``, and load it.
+        ``options``: ``batch_size``, ``max_length``, ``precision``, ``max_tokens`` of ``minisci index``."""
+        documents = search.read_collection(docs) if isinstance(docs, (str, Path)) else docs
+        search.build_index(model_dir, documents, out_dir, **options)
+        return cls(out_dir, encoder_dir=model_dir)
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def _scores(self, texts: list[str]):
+        from minisci.encoding import embed
+
+        model, tok = self.encoder
+        return embed(model, tok, texts, max_length=self.info["max_length"]) @ self.vectors.T
+
+    @overload
+    def search(self, queries: str, k: int = 10) -> list[dict]: ...
+    @overload
+    def search(self, queries: Sequence[str], k: int = 10) -> list[list[dict]]: ...
+
+    def search(self, queries, k=10):
+        """The ``k`` best documents per query: ``{"rank", "score", "id", "title", "authors"}``, as ``minisci search``."""
+        batch, single = _one_or_many(queries)
+        out = [search.rank_documents(s, self.documents, k) for s in self._scores(batch)]
+        return out[0] if single else out
+
+    def reviewers(
+        self, abstract: str, k: int = 10, exclude: Sequence[str] = (), aggregation: str = "max"
+    ) -> list[dict]:
+        """Authors ranked by their papers' similarity to ``abstract``: ``{"rank", "author", "score", "papers"}``,
+        as ``minisci reviewers``. ``exclude``: conflicts of interest (case-insensitive names);
+        ``aggregation``: ``max`` (best paper) or ``mean_top3``."""
+        return search.rank_authors(self._scores([abstract])[0], self.documents, k, tuple(exclude), aggregation)

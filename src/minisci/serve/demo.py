@@ -1,0 +1,150 @@
+"""``minisci demo``: a local web page (Streamlit) on the trained models.
+
+This module is the launcher and the page's logic that needs no browser (input checks, entity
+highlighting, building an index from an upload), so that tests reach it without Streamlit;
+:mod:`minisci.serve.demo_page` is the Streamlit script. The page runs offline: Streamlit serves its
+own bundled assets, and the launcher turns usage statistics off with command-line flags, not with
+a user config file that a person's own settings could override.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from minisci.errors import MinisciError
+
+# Where `dvc repro` writes each model (dvc.yaml's outs).
+DEFAULT_NER = "models/finetune_ner/bc5cdr/adapted"
+DEFAULT_CITE = "models/finetune_scicite/adapted"
+DEFAULT_EMBEDDINGS = "models/embeddings"
+
+# ~25,000 word pieces, ~100 windows: a few seconds of tagging on a laptop CPU. The page answers one
+# person at a time, so longer texts belong to `minisci ner --file`, which shows progress.
+MAX_CHARS = 100_000
+
+# Distinct, readable behind black text; entity types take them in label order.
+COLOURS = ("#ffd54f", "#81d4fa", "#a5d6a7", "#f48fb1", "#ce93d8", "#ffab91", "#b0bec5", "#e6ee9c")
+
+PAGE = Path(__file__).with_name("demo_page.py")
+
+
+def streamlit_flags(host: str, port: int) -> list[str]:
+    """Streamlit options for a local, offline page that reloads nothing."""
+    options = {
+        "browser.gatherUsageStats": "false",  # no telemetry
+        "server.headless": "true",  # no e-mail prompt, no browser opened by the server
+        "server.address": host,
+        "server.port": str(port),
+        "server.fileWatcherType": "none",  # a demo, not a development server: no polling of the sources
+        "server.maxUploadSize": "50",  # MB; collections to index on the page
+        "client.toolbarMode": "minimal",  # no deploy button (it links to a hosted service)
+        "global.developmentMode": "false",
+    }
+    return [f"--{key}={value}" for key, value in options.items()]
+
+
+def launch(ner: str, cite: str, embeddings: str, index: str | None, host: str, port: int) -> int:
+    """Run the page until interrupted; returns Streamlit's exit code."""
+    if importlib.util.find_spec("streamlit") is None:
+        raise MinisciError("streamlit is not installed; run `pip install -r requirements.txt`")
+    page_args = ["--ner", ner, "--cite", cite, "--embeddings", embeddings] + (["--index", index] if index else [])
+    cmd = [sys.executable, "-m", "streamlit", "run", str(PAGE), *streamlit_flags(host, port), "--", *page_args]
+    print(f"minisci demo: http://{host}:{port} (Ctrl+C stops it)", file=sys.stderr)
+    try:
+        return subprocess.call(cmd)
+    except KeyboardInterrupt:  # Ctrl+C reaches Streamlit too, which shuts down by itself
+        return 0
+
+
+def page_parser() -> argparse.ArgumentParser:
+    """The options of ``minisci demo`` that the page itself receives."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--ner", default=DEFAULT_NER, help=f"NER model directory (default: {DEFAULT_NER})")
+    p.add_argument("--cite", default=DEFAULT_CITE, help=f"citation intent model directory (default: {DEFAULT_CITE})")
+    p.add_argument(
+        "--embeddings",
+        default=DEFAULT_EMBEDDINGS,
+        help=f"encoder for indexes built on the page from an uploaded JSONL (default: {DEFAULT_EMBEDDINGS})",
+    )
+    p.add_argument("--index", help="an index built by `minisci index` for search and reviewers (optional)")
+    return p
+
+
+def add_demo_parser(sub) -> None:
+    """The ``demo`` subcommand of :mod:`minisci.serve.cli`."""
+    help_ = "start a local web page on the models: NER, citation intent, semantic search, reviewers"
+    sp = sub.add_parser("demo", help=help_, description=help_, parents=[page_parser()])
+    sp.add_argument("--host", default="127.0.0.1", help="address to serve on (default: this machine only)")
+    sp.add_argument("--port", type=int, default=8501, help="port to serve on")
+    sp.set_defaults(fn=run_demo)
+
+
+def run_demo(args) -> None:
+    code = launch(args.ner, args.cite, args.embeddings, args.index, args.host, args.port)
+    if code:
+        raise MinisciError(f"the demo page stopped with exit code {code}")
+
+
+def check_text(text: str | None, what: str = "text", cli: str = "minisci ner --file") -> str:
+    """The text, stripped, or a one-line error for an empty or too long one."""
+    text = (text or "").strip()
+    if not text:
+        raise MinisciError(f"Type or paste a {what} first.")
+    if len(text) > MAX_CHARS:
+        raise MinisciError(
+            f"The {what} has {len(text):,} characters; the page takes at most {MAX_CHARS:,}. Use `{cli}` for longer texts."
+        )
+    return text
+
+
+def entity_colours(labels: list[str]) -> dict[str, str]:
+    return {label: COLOURS[i % len(COLOURS)] for i, label in enumerate(labels)}
+
+
+def entity_html(text: str, entities: list[dict], colours: dict[str, str]) -> str:
+    """The text with each entity in a ``<mark>`` coloured by type, its type and score on hover."""
+    parts, pos = [], 0
+    for e in sorted(entities, key=lambda e: e["start"]):
+        if e["start"] < pos:  # overlapping windows are merged upstream; never print a character twice
+            continue
+        colour = colours.get(e["entity_group"], COLOURS[-1])
+        tip = f"{e['entity_group']} · score {e['score']:.3f}"
+        parts.append(html.escape(text[pos : e["start"]]))
+        parts.append(
+            f'<mark class="minisci-entity" data-type="{html.escape(e["entity_group"])}" title="{html.escape(tip)}" '
+            f'style="background:{colour};padding:0 .2em;border-radius:.25em">{html.escape(text[e["start"] : e["end"]])}'
+            f'<sub style="font-size:.65em;margin-left:.25em">{html.escape(e["entity_group"])}</sub></mark>'
+        )
+        pos = e["end"]
+    parts.append(html.escape(text[pos:]))
+    return f'<div class="minisci-ner" style="line-height:2;white-space:pre-wrap">{"".join(parts)}</div>'
+
+
+def legend_html(colours: dict[str, str]) -> str:
+    marks = "".join(
+        f'<mark style="background:{c};padding:0 .4em;margin-right:.5em;border-radius:.25em">{html.escape(t)}</mark>'
+        for t, c in colours.items()
+    )
+    return f"<div>{marks}</div>"
+
+
+def index_from_upload(encoder_dir: str | Path, name: str, data: bytes, max_length: int = 256):
+    """An :class:`~minisci.serve.api.Index` of an uploaded JSONL collection, built in a temporary
+    directory (the index is held in memory once loaded); errors name the uploaded file and line."""
+    from minisci.serve.api import Index
+
+    with tempfile.TemporaryDirectory(prefix="minisci-demo-") as tmp:
+        path = Path(tmp) / Path(name).name
+        path.write_bytes(data)
+        try:
+            return Index.build(encoder_dir, path, Path(tmp) / "index", max_length=max_length)
+        except UnicodeDecodeError as e:
+            raise MinisciError(f"{path.name}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+        except MinisciError as e:  # name the file as the person uploaded it, not its temporary copy
+            raise MinisciError(str(e).replace(f"{tmp}/", "")) from e
