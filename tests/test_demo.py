@@ -63,7 +63,7 @@ def test_entities_are_escaped_and_highlighted():
 def test_uploaded_collection_errors_name_the_upload(tiny_model_dir):
     with pytest.raises(MinisciError, match=r"^papers\.jsonl:2: expected an 'id'"):
         demo.index_from_upload(tiny_model_dir, "papers.jsonl", b'{"id": "a", "title": "t"}\n{"title": "x"}\n')
-    with pytest.raises(MinisciError, match=r"^papers\.jsonl: not UTF-8 text"):
+    with pytest.raises(MinisciError, match=r"^papers\.jsonl:1: not UTF-8"):
         demo.index_from_upload(tiny_model_dir, "papers.jsonl", b'{"id": "a", "title": "\xff"}\n')
     index = demo.index_from_upload(tiny_model_dir, "papers.jsonl", b'{"id": "a", "title": "aspirin"}\n', max_length=64)
     assert index.search("aspirin", k=1)[0]["id"] == "a"
@@ -108,7 +108,7 @@ def test_page_bad_inputs_get_a_message_not_a_crash(monkeypatch, tmp_path, tiny_f
     assert not at.exception
     assert "corrupt: corrupt index" in at.error[0].value  # the search tab, at once
     assert "missing: not a model directory" in submit(at, 0, SENTENCE)
-    assert "not a cite model; pass a model from the finetune_scicite stage" in submit(at, 1, "We used it.")
+    assert "pass a model from the finetune_classification stage" in submit(at, 1, "We used it.")
     at = app(monkeypatch, ner=tiny_finetuned["ner"], index=tmp_path / "nowhere")
     assert "nowhere: not an index" in at.error[0].value
     assert "Type or paste a text first." in submit(at, 0, "   ")

@@ -9,7 +9,7 @@ Three classes wrap what the ``minisci`` commands run (:mod:`minisci.serve.infere
     ['aspirin']
     >>> len(tagger(["Heparin was given.", "Insulin was given."]))  # a list in, one result per text out
     2
-    >>> clf = CitationClassifier("models/finetune_scicite/adapted")
+    >>> clf = CitationClassifier("models/finetune_classification/scicite/adapted")
     >>> clf("We used the method of Smith et al.")["label"] in clf.labels
     True
     >>> index = Index("index/")  # built by `minisci index` or Index.build
@@ -23,32 +23,20 @@ Three classes wrap what the ``minisci`` commands run (:mod:`minisci.serve.infere
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, overload
 
-from minisci.errors import MinisciError
-from minisci.serve import inference, search
+from minisci.serve import inference, models, search
 
 # The model class suffix each task needs (config.json's "architectures"), so that a citation model
 # given to the tagger fails with one line instead of tagging nonsense.
-TASK_ARCHITECTURES = {"ner": "ForTokenClassification", "cite": "ForSequenceClassification"}
-TASK_STAGES = {"ner": "finetune_ner", "cite": "finetune_scicite"}
 
 
 def check_task(model_dir: str | Path, task: str) -> Path:
     """``model_dir`` if it holds a fine-tuned model for ``task`` (``ner`` or ``cite``), else a one-line error."""
-    path = inference._check_model_dir(model_dir)
-    config = path / "config.json"
-    try:
-        architectures = json.loads(config.read_text()).get("architectures") or []
-    except (ValueError, AttributeError) as e:
-        raise MinisciError(f"{config}: not a model configuration ({e})") from e
-    if architectures and not any(a.endswith(TASK_ARCHITECTURES[task]) for a in architectures):
-        raise MinisciError(
-            f"{path}: a {architectures[0]} model, not a {task} model; pass a model from the {TASK_STAGES[task]} stage"
-        )
+    path = Path(model_dir)
+    models.check_task(path, models.read_config(path), task)
     return path
 
 
@@ -96,7 +84,7 @@ class NerTagger:
 
 
 class CitationClassifier:
-    """Citation intent classifier on a ``finetune_scicite`` model, as ``minisci cite``.
+    """Citation intent classifier on a ``finetune_classification`` model, as ``minisci cite``.
 
     Args: ``model_dir``, ``batch_size`` and ``precision`` as for :class:`NerTagger`.
 

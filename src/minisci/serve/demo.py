@@ -19,9 +19,21 @@ from pathlib import Path
 
 from minisci.errors import MinisciError
 
-# Where `dvc repro` writes each model (dvc.yaml's outs).
-DEFAULT_NER = "models/finetune_ner/bc5cdr/adapted"
-DEFAULT_CITE = "models/finetune_scicite/adapted"
+
+def pipeline_model(stage: str, params: str | Path = "params.yaml") -> str:
+    """Where `dvc repro` writes the adapted model of ``stage``'s first dataset (dvc.yaml's outs);
+    the datasets are the ones params.yaml names, so a user's own catalogue is followed."""
+    try:
+        import yaml
+
+        first = yaml.safe_load(Path(params).read_text(encoding="utf-8"))[stage]["datasets"][0]
+    except (OSError, KeyError, IndexError, TypeError, ValueError):
+        return f"models/{stage}/<dataset>/adapted"
+    return f"models/{stage}/{first}/adapted"
+
+
+DEFAULT_NER = pipeline_model("finetune_ner")
+DEFAULT_CITE = pipeline_model("finetune_classification")
 DEFAULT_EMBEDDINGS = "models/embeddings"
 
 # ~25,000 word pieces, ~100 windows: a few seconds of tagging on a laptop CPU. The page answers one

@@ -22,10 +22,14 @@ PRECISIONS = ("fp32", "bf16", "int8")
 DEVICES = ("auto", "cpu", "cuda")
 MIN_LENGTH = 8  # [CLS] + [SEP] + a few pieces; below this every window is nearly empty
 
-# command -> (architecture suffix, what the command needs, a label the head must produce)
+# command -> (architecture suffix, what the command needs, the stage that trains such models)
 TASKS = {
-    "ner": ("ForTokenClassification", "a token-classification (NER) model with B-/I-/O labels"),
-    "cite": ("ForSequenceClassification", "a sequence-classification (citation intent) model"),
+    "ner": ("ForTokenClassification", "a token-classification (NER) model with B-/I-/O labels", "finetune_ner"),
+    "cite": (
+        "ForSequenceClassification",
+        "a sequence-classification (citation intent) model",
+        "finetune_classification",
+    ),
 }
 GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
@@ -64,17 +68,16 @@ def check_weights(model_dir: str | Path) -> None:
 
 def check_task(model_dir: str | Path, config: dict, task: str) -> None:
     """Refuse a model whose architecture or label map does not fit ``task`` ("ner" or "cite")."""
-    suffix, need = TASKS[task]
+    suffix, need, stage = TASKS[task]
     archs = config.get("architectures") or []
     labels = {int(k): v for k, v in (config.get("id2label") or {}).items()}
     found = f"found architecture {', '.join(archs) or 'none'} " + (
         f"with labels {labels}" if labels else "and no label map"
     )
     generic = not labels or all(GENERIC_LABEL.fullmatch(str(v)) for v in labels.values())
-    if not any(a.endswith(suffix) for a in archs) or generic:
-        raise MinisciError(f"{model_dir}: not {need}; {found}")
-    if task == "ner" and not all(v == "O" or str(v)[:2] in ("B-", "I-") for v in labels.values()):
-        raise MinisciError(f"{model_dir}: not {need}; {found}")
+    wrong = not any(a.endswith(suffix) for a in archs) or generic
+    if wrong or (task == "ner" and not all(v == "O" or str(v)[:2] in ("B-", "I-") for v in labels.values())):
+        raise MinisciError(f"{model_dir}: not {need}; {found}; pass a model from the {stage} stage")
 
 
 def max_positions(config: dict) -> int:
