@@ -25,7 +25,7 @@ def test_copies_and_verifies_every_file(tmp_path):
 def test_checksum_mismatch_names_file_and_leaves_nothing(tmp_path):
     entries = fixture_manifest(tmp_path / "m.tsv")
     bad = [entries[0]] + [ManifestEntry(entries[1].path, entries[1].bytes, "0" * 64, "")] + entries[2:]
-    with pytest.raises(FetchError, match=rf"{entries[1].path}: sha256 mismatch \(from mirror\): expected 0000"):
+    with pytest.raises(FetchError, match=rf"{entries[1].path}: sha256 mismatch \(from mirror .*/{entries[1].path}\): expected 0000"):
         fetch_all(bad, FIXTURE_MIRROR, tmp_path / "raw")
     assert list(tmp_path.iterdir()) == [tmp_path / "m.tsv"]  # no partial output, no temp dir
 
@@ -40,6 +40,7 @@ def test_missing_file_without_url_is_a_clear_error(tmp_path):
 def test_downloads_from_url_when_mirror_lacks_the_file(tmp_path):
     src = FIXTURE_MIRROR / "ner/bc5cdr/test.txt"
     e = ManifestEntry("ner/bc5cdr/test.txt", src.stat().st_size, sha256_file(src), src.as_uri())
+    (tmp_path / "empty-mirror").mkdir()
     stats = fetch_all([e], tmp_path / "empty-mirror", tmp_path / "raw")
     assert stats["downloaded"] == 1 and (tmp_path / "raw/ner/bc5cdr/test.txt").read_bytes() == src.read_bytes()
 

@@ -98,7 +98,7 @@ def fetch_one(entry: ManifestEntry, mirror: Path | None, dest: Path, timeout: fl
     else:
         where = f"not in mirror {mirror}" if mirror is not None else "no mirror configured"
         raise FetchError(f"{entry.path}: {where}, and it has no public URL to download from")
-    source = local if origin == "mirror" else entry.url
+    source = f"mirror {local}" if origin == "mirror" else entry.url
     size = dest.stat().st_size
     if size != entry.bytes:
         raise FetchError(f"{entry.path}: size mismatch (from {source}): manifest says {entry.bytes} bytes, got {size}")
