@@ -200,8 +200,9 @@ def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | N
 
 
 def _is_curves_dir(path: Path) -> bool:
-    """A plots folder written by the code before output markers: DVCLive's TSV files only."""
-    return all(p.is_dir() or p.suffix == ".tsv" for p in path.rglob("*"))
+    """A plots folder written by the code before output markers: DVCLive's TSV files and the JSON
+    plots the stages add beside them (confusion.json), nothing else."""
+    return all(p.is_dir() or p.suffix in (".tsv", ".json") for p in path.rglob("*"))
 
 
 def write_curves(log_history: list[dict], plots_dir: str | Path, keys: tuple[str, ...]) -> None:
