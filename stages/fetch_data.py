@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> None:
 
     cfg = load_section(FetchDataConfig, "fetch_data", args.params)
     mirror = os.environ.get(ENV_MIRROR) or cfg.mirror
-    stats = fetch_all(read_manifest(args.manifest), mirror, args.out)
+    option = ENV_MIRROR if os.environ.get(ENV_MIRROR) else f"{args.params}: fetch_data.mirror"
+    stats = fetch_all(read_manifest(args.manifest), mirror, args.out, option=option)
     print(
         f"fetch_data: {stats['files']} files, {stats['bytes']:,} bytes verified "
         f"({stats['from_mirror']} from {mirror}, {stats['downloaded']} downloaded) -> {args.out}"

@@ -6,7 +6,7 @@ import yaml
 from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
 
 from minisci.data.fetch import ManifestEntry, fetch_all, manifest_from_shared, read_manifest, write_manifest
-from minisci.errors import FetchError
+from minisci.errors import FetchError, MinisciError
 from minisci.io import sha256_file
 from minisci.stage import run_stage
 
@@ -25,7 +25,9 @@ def test_copies_and_verifies_every_file(tmp_path):
 def test_checksum_mismatch_names_file_and_leaves_nothing(tmp_path):
     entries = fixture_manifest(tmp_path / "m.tsv")
     bad = [entries[0]] + [ManifestEntry(entries[1].path, entries[1].bytes, "0" * 64, "")] + entries[2:]
-    with pytest.raises(FetchError, match=rf"{entries[1].path}: sha256 mismatch \(from mirror\): expected 0000"):
+    with pytest.raises(
+        FetchError, match=rf"{entries[1].path}: sha256 mismatch \(from mirror .*/{entries[1].path}\): expected 0000"
+    ):
         fetch_all(bad, FIXTURE_MIRROR, tmp_path / "raw")
     assert list(tmp_path.iterdir()) == [tmp_path / "m.tsv"]  # no partial output, no temp dir
 
@@ -40,6 +42,7 @@ def test_missing_file_without_url_is_a_clear_error(tmp_path):
 def test_downloads_from_url_when_mirror_lacks_the_file(tmp_path):
     src = FIXTURE_MIRROR / "ner/bc5cdr/test.txt"
     e = ManifestEntry("ner/bc5cdr/test.txt", src.stat().st_size, sha256_file(src), src.as_uri())
+    (tmp_path / "empty-mirror").mkdir()
     stats = fetch_all([e], tmp_path / "empty-mirror", tmp_path / "raw")
     assert stats["downloaded"] == 1 and (tmp_path / "raw/ner/bc5cdr/test.txt").read_bytes() == src.read_bytes()
 
@@ -78,3 +81,54 @@ def test_stage_env_override_and_exit_code(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(fetch_data.ENV_MIRROR, str(FIXTURE_MIRROR))
     assert run_stage(fetch_data.main, argv) == 0
     shutil.rmtree(tmp_path / "raw")
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_mirror_that_is_missing_or_a_file_names_the_option(tmp_path, kind):
+    entries = fixture_manifest(tmp_path / "m.tsv")
+    mirror = tmp_path / "mirror"
+    if kind == "file":
+        mirror.write_text("not a directory")
+    match = "does not exist" if kind == "missing" else "is not a directory"
+    with pytest.raises(FetchError, match=rf"^fetch_data.mirror: mirror (directory )?{mirror} {match}"):
+        fetch_all(entries, mirror, tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_stage_error_names_the_env_variable_when_it_set_the_mirror(tmp_path, monkeypatch, capsys):
+    fixture_manifest(tmp_path / "m.tsv")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"fetch_data": {"mirror": str(FIXTURE_MIRROR)}}))
+    monkeypatch.setenv(fetch_data.ENV_MIRROR, str(tmp_path / "gone"))
+    argv = ["--manifest", str(tmp_path / "m.tsv"), "--out", str(tmp_path / "raw"), "--params", str(params)]
+    assert run_stage(fetch_data.main, argv) == 1
+    assert (
+        capsys.readouterr().err
+        == f"error: {fetch_data.ENV_MIRROR}: mirror directory {tmp_path / 'gone'} does not exist\n"
+    )
+
+
+def test_size_mismatch_names_the_file(tmp_path):
+    entries = fixture_manifest(tmp_path / "m.tsv")
+    bad = [ManifestEntry(entries[0].path, entries[0].bytes + 1, entries[0].sha256, "")]
+    with pytest.raises(FetchError, match=rf"{entries[0].path}: size mismatch \(from mirror .*\): manifest says"):
+        fetch_all(bad, FIXTURE_MIRROR, tmp_path / "raw")
+    assert list(tmp_path.iterdir()) == [tmp_path / "m.tsv"]
+
+
+def test_manifest_that_is_not_utf8_names_line_and_offset(tmp_path):
+    p = tmp_path / "m.tsv"
+    p.write_bytes(b"path\tbytes\tsha256\turl\nner/caf\xe9.txt\t1\t" + b"0" * 64 + b"\t\n")
+    with pytest.raises(MinisciError, match=r"m.tsv:2: not UTF-8: byte 0xe9 at byte offset 29"):
+        read_manifest(p)
+
+
+def test_rerun_replaces_its_own_output_but_not_a_users_directory(tmp_path):
+    entries = fixture_manifest(tmp_path / "m.tsv")
+    fetch_all(entries, FIXTURE_MIRROR, tmp_path / "raw")
+    fetch_all(entries, FIXTURE_MIRROR, tmp_path / "raw")  # our own earlier output: replaced
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine/notes.txt").write_text("keep")
+    with pytest.raises(MinisciError, match="mine: exists and is not an earlier minisci output"):
+        fetch_all(entries, FIXTURE_MIRROR, tmp_path / "mine")
+    assert (tmp_path / "mine/notes.txt").read_text() == "keep"

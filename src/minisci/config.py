@@ -8,6 +8,8 @@ dataclass validates its values in ``__post_init__``.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -184,6 +186,35 @@ class ModelConfig:
         if self.base == "scratch":
             _check(isinstance(self.scratch_config, dict), "model", "base: scratch needs a scratch_config mapping")
             _check(self.tokenizer is not None, "model", "base: scratch needs a tokenizer")
+            _check_scratch_config(self.scratch_config)
+
+
+# BertConfig fields that scratch_config must not set: the tokenizer fixes the vocabulary, the rest is bookkeeping.
+_SCRATCH_RESERVED = {"vocab_size", "_name_or_path", "transformers_version", "model_type", "architectures"}
+_SCRATCH_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+
+
+def _check_scratch_config(sc: dict) -> None:
+    """Keys are BertConfig's own (BertConfig accepts any keyword silently, so a typo would build a
+    BERT-base-sized model); sizes are positive and the hidden size splits evenly into heads."""
+    from transformers import BertConfig  # only for scratch models; the import is slow
+
+    defaults = BertConfig().to_dict()
+    unknown = sorted(set(sc) - (set(defaults) - _SCRATCH_RESERVED))
+    _check(not unknown, "model", f"scratch_config has unknown or reserved keys {unknown}; see transformers.BertConfig")
+    for key in _SCRATCH_SIZES:
+        value = sc.get(key, defaults[key])
+        ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        _check(ok, "model", f"scratch_config.{key} must be a positive int, got {value!r}")
+    hidden, heads = (
+        sc.get("hidden_size", defaults["hidden_size"]),
+        sc.get("num_attention_heads", defaults["num_attention_heads"]),
+    )
+    _check(
+        hidden % heads == 0,
+        "model",
+        f"scratch_config.hidden_size ({hidden}) must be divisible by num_attention_heads ({heads})",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,6 +372,20 @@ class ExportMetricsConfig:
 
 T = TypeVar("T")
 
+# YAML 1.1 (PyYAML) reads 1e-4 as a string: a float needs a dot (1.0e-4). Such strings are accepted
+# for float params; the pattern keeps 'inf', 'nan' and '1_000' out.
+_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _coerce_float(value: Any, where: str) -> float:
+    if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: expected float, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)
+
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
     """Convert YAML values to the annotated type (lists to tuples) and reject wrong types."""
@@ -356,13 +401,18 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         return _coerce(value, inner[0], where)
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+    if tp is float:
+        return _coerce_float(value, where)
     if tp is dict and not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-    if tp in (int, float, str, bool):
+    if tp in (int, str, bool):
         if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+            hint = (
+                " (write integers without an exponent or a dot)"
+                if tp is int and isinstance(value, (str, float))
+                else ""
+            )
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}{hint}")
     return value
 
 
@@ -386,12 +436,48 @@ def from_dict(cls: type[T], data: dict[str, Any], section: str) -> T:
     return cls(**kwargs)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (plain YAML silently keeps the last value)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(f"{self.name}:{line}: duplicate key {key!r} (first at line {seen[key]})")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error(path: Path, e: yaml.YAMLError) -> ConfigError:
+    """One line naming the file and line; tabs get a hint, since YAML's own message does not say."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark is not None else f"{path}"
+    problem = getattr(e, "problem", None) or str(e)
+    hint = "; YAML cannot be indented with tabs, use spaces" if "\\t" in problem or "\t" in problem else ""
+    return ConfigError(f"{where}: invalid YAML ({' '.join(problem.split())}){hint}")
+
+
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """Parse ``params.yaml`` strictly: UTF-8, valid YAML, no duplicate keys; errors name file and line."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: params file not found")
-    with path.open(encoding="utf-8") as f:
-        params = yaml.safe_load(f)
+        raise ConfigError(f"{path}: params file not found" + (" (it is a directory)" if path.is_dir() else ""))
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8: byte 0x{data[e.start]:02x} at byte offset {e.start}") from None
+    loader = _StrictLoader(text)
+    loader.name = str(path)
+    try:
+        params = loader.get_single_data()
+    except yaml.YAMLError as e:
+        raise _yaml_error(path, e) from None
+    finally:
+        loader.dispose()
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping of sections")
     return params

@@ -1,19 +1,37 @@
-"""File helpers: atomic writes, JSON Lines, hashing. Every stage writes through these so that an
-interrupted or failed stage never leaves a half-written output behind."""
+"""File helpers: crash-safe writes, strict text and JSON Lines reading, hashing.
+
+Every stage writes through :func:`atomic_path`, so an interrupted or failed stage never leaves a
+half-written output behind, and reads text through :func:`read_text_lines` / :func:`iter_jsonl`, so
+an undecodable byte or a malformed line is a one-line error naming the file and line.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from minisci.errors import DataFormatError
+from minisci.errors import DataFormatError, MinisciError
+
+# Written into every directory output: the proof that a later run may replace the directory. A
+# directory without it (a user's folder given as --out by mistake) is never deleted.
+OUTPUT_MARKER = ".minisci-output"
+_MARKER_TEXT = "Written by minisci; the next run replaces this whole directory.\n"
+_BOM = b"\xef\xbb\xbf"
+
+
+class OutputExistsError(MinisciError):
+    """The output path holds something minisci did not write; refusing to replace it."""
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -24,22 +42,125 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+# ---------------------------------------------------------------------------------------------
+# Crash-safe outputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _siblings(path: Path, suffix: str) -> list[Path]:
+    """Temporaries of ``path`` named as :func:`atomic_path` names them: ``.NAME.<random>.<suffix>``."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}\.{suffix}$")
+    if not path.parent.is_dir():
+        return []
+    return sorted(p for p in path.parent.iterdir() if pattern.match(p.name))
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def recover(path: str | Path) -> None:
+    """Undo what a killed :func:`atomic_path` left beside ``path``.
+
+    A kill after the old output was moved aside but before the new one was moved in leaves no
+    ``path`` and an ``.old`` aside: the aside goes back (the old content wins). Every other
+    temporary is removed.
+    """
+    path = Path(path)
+    for aside in _siblings(path, "old"):
+        if not os.path.lexists(path):
+            os.rename(aside, path)
+        else:
+            _remove(aside)
+    for tmp in _siblings(path, "tmp"):
+        _remove(tmp)
+
+
+def is_our_output(path: Path, owned: Callable[[Path], bool] | None = None) -> bool:
+    """May :func:`atomic_path` replace the directory at ``path``? Only if it is empty, carries the
+    marker, or ``owned`` recognises it (outputs written before the marker existed)."""
+    if (path / OUTPUT_MARKER).is_file() or not any(path.iterdir()):
+        return True
+    return owned is not None and owned(path)
+
+
+def _check_replaceable(path: Path, new_is_dir: bool, owned: Callable[[Path], bool] | None) -> None:
+    if path.is_symlink():
+        if new_is_dir:
+            raise OutputExistsError(f"{path}: is a symbolic link; refusing to replace it with a directory")
+        return  # a file output replaces the link itself, never its target
+    if path.is_dir() and not is_our_output(path, owned):
+        raise OutputExistsError(
+            f"{path}: exists and is not an earlier minisci output (no {OUTPUT_MARKER} file); "
+            "refusing to delete it: remove it yourself or choose another output path"
+        )
+    if path.exists() and not path.is_dir() and new_is_dir:
+        raise OutputExistsError(f"{path}: exists and is a file; refusing to replace it with a directory")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where the
+    system or the filesystem cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if fn is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _swap_in(new: Path, path: Path, aside: Path) -> None:
+    """Put ``new`` at ``path``. A kill at any instant leaves the old or the new content there, or
+    (only without RENAME_EXCHANGE) an ``.old`` aside that :func:`recover` moves back."""
+    if not os.path.lexists(path) or not (path.is_dir() or new.is_dir()) or path.is_symlink():
+        os.replace(new, path)  # one atomic rename: nothing or a file/link is replaced
+    elif _exchange(new, path):
+        pass  # the old content now sits at ``new``, inside the temporary directory removed below
+    else:
+        os.rename(path, aside)
+        try:
+            os.rename(new, path)
+        except BaseException:
+            os.rename(aside, path)  # a failed (not killed) swap keeps the old output in place
+            raise
+        _remove(aside)
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, owned: Callable[[Path], bool] | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it into place only if the block succeeds.
 
-    Works for files and directories. The temporary sits in the same directory so the final
-    ``os.replace`` is atomic on one filesystem.
+    Works for files and directories; a directory output gets an :data:`OUTPUT_MARKER` file, and an
+    existing directory is replaced only if it has one, is empty, or ``owned(path)`` says it is an
+    earlier output of ours (for outputs written before the marker existed). Anything else at
+    ``path`` raises :class:`OutputExistsError` before the block runs, so nothing is computed for
+    nothing and nothing of the user's is deleted. Temporaries left by a killed run are cleaned up
+    first (:func:`recover`). The temporary sits in the same directory so the swap is a rename on
+    one filesystem. Not for two processes writing the same output at once (DVC locks the repo).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    recover(path)
+    if os.path.lexists(path):
+        _check_replaceable(path, new_is_dir=path.is_dir(), owned=owned)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     target = tmp / path.name
     try:
         yield target
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        os.replace(target, path)
+        if target.is_dir():
+            (target / OUTPUT_MARKER).write_text(_MARKER_TEXT, encoding="utf-8")
+        if os.path.lexists(path):  # the block may have produced a directory where a file was
+            _check_replaceable(path, new_is_dir=target.is_dir(), owned=owned)
+        _swap_in(target, path, tmp.with_suffix(".old"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -59,22 +180,65 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
     return n
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, object)``; malformed lines raise with file and line."""
-    path = Path(path)
+# ---------------------------------------------------------------------------------------------
+# Strict reading
+# ---------------------------------------------------------------------------------------------
+
+
+def _open_input(path: Path):
+    if path.is_dir():
+        raise DataFormatError(path, None, "is a directory; expected a file")
     if not path.is_file():
         raise DataFormatError(path, None, "file not found")
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                raise DataFormatError(path, lineno, "empty line; expected one JSON object per line")
+    return path.open("rb")
+
+
+def read_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` of a UTF-8 text file, without the line ending (``\\n`` or
+    ``\\r\\n``; a lone ``\\r`` is not a line break).
+
+    A byte-order mark or a byte that is not UTF-8 raises :class:`DataFormatError` with the line
+    and the byte offset in the file, instead of a ``UnicodeDecodeError`` that names neither.
+    """
+    path = Path(path)
+    with _open_input(path) as f:
+        offset = 0
+        for lineno, raw in enumerate(f, start=1):
+            if lineno == 1 and raw.startswith(_BOM):
+                raise DataFormatError(
+                    path, 1, "starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM"
+                )
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataFormatError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataFormatError(
+                    path, lineno, f"not UTF-8: byte 0x{raw[e.start]:02x} at byte offset {offset + e.start}"
+                ) from None
+            offset += len(raw)
+            yield lineno, line.removesuffix("\n").removesuffix("\r")
+
+
+def read_text(path: str | Path) -> str:
+    """The whole of a UTF-8 text file, with the same checks as :func:`read_text_lines`; lines end
+    with ``\\n``."""
+    return "".join(line + "\n" for _, line in read_text_lines(path))
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)``; bad bytes and malformed lines raise with file and line."""
+    path = Path(path)
+    for lineno, line in read_text_lines(path):
+        if not line.strip():
+            raise DataFormatError(path, lineno, "empty line; expected one JSON object per line")
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataFormatError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
+        except (ValueError, RecursionError) as e:  # a 5000-digit number, 100k nested brackets
+            raise DataFormatError(path, lineno, f"invalid JSON ({str(e).splitlines()[0]})") from None
+        if not isinstance(obj, dict):
+            raise DataFormatError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
 
 
 def read_jsonl(path: str | Path) -> list[dict]:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import torch
+
+from minisci.io import atomic_path, write_json
 
 CHECKPOINT_PREFIX = "checkpoint-"
 FINGERPRINT = "fingerprint.json"
@@ -106,27 +109,100 @@ def fingerprint(*parts: object) -> str:
     return hashlib.sha256(json.dumps([code_version(), *parts], sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _read_fingerprint(stamp: Path) -> str | None:
+    """The fingerprint stored in ``stamp``, or None when the file is missing or unreadable (a kill
+    while the old, non-atomic code wrote it must not make every later run fail)."""
+    try:
+        value = json.loads(stamp.read_text(encoding="utf-8"))["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a .safetensors file is truncated or corrupt, from its header alone (no tensor is read)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8 or 8 + int.from_bytes(head, "little") > size:
+            return f"{path.name} is truncated"
+        try:
+            header = json.loads(f.read(int.from_bytes(head, "little")))
+        except ValueError:
+            return f"{path.name} has a corrupt header"
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)]
+    return f"{path.name} is truncated" if 8 + int.from_bytes(head, "little") + max(ends, default=0) > size else None
+
+
+def checkpoint_problem(checkpoint: Path) -> str | None:
+    """Why ``checkpoint`` cannot be resumed from, or None when it is complete.
+
+    Complete means: ``trainer_state.json`` parses and records this checkpoint's step (the Trainer
+    writes it last), every other JSON file parses, safetensors weights are whole, and the
+    torch-saved states (zip archives: their index sits at the end) are whole. Nothing is unpickled.
+    """
+    step = int(checkpoint.name[len(CHECKPOINT_PREFIX) :])
+    try:
+        state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "no trainer_state.json (killed while saving)"
+    except (OSError, ValueError) as e:
+        return f"trainer_state.json is unreadable ({type(e).__name__})"
+    if not isinstance(state, dict) or state.get("global_step", step) != step:
+        return f"trainer_state.json does not describe step {step}"
+    for path in sorted(checkpoint.iterdir()):
+        if path.suffix == ".json":
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return f"{path.name} is unreadable"
+        elif path.suffix == ".safetensors" and (problem := _safetensors_problem(path)):
+            return problem
+        elif path.suffix in (".pt", ".pth", ".bin") and not _is_whole_zip(path):
+            return f"{path.name} is truncated"
+    return None
+
+
+def _is_whole_zip(path: Path) -> bool:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return all(info.header_offset < path.stat().st_size for info in z.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+
+
 def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | None:
     """The newest *complete* checkpoint of this very run, or None.
 
     Checkpoints of a run with other params or data are deleted (DVC keeps this directory across
-    runs as a ``persist`` output, so a params change must not resume a stale run). A checkpoint is
-    complete once its ``trainer_state.json`` exists: the Trainer writes that file last, so a
-    directory without it is the remains of a kill during saving and is ignored.
+    runs as a ``persist`` output, so a params change must not resume a stale run); an unreadable
+    fingerprint counts as another run's. A newer checkpoint that is incomplete or corrupt (see
+    :func:`checkpoint_problem`) is deleted with a warning and the previous one is resumed, so the
+    Trainer never meets it again when it saves that step anew.
     """
     ckpt_dir = Path(ckpt_dir)
     stamp = ckpt_dir / FINGERPRINT
-    if ckpt_dir.exists() and (not stamp.is_file() or json.loads(stamp.read_text())["fingerprint"] != run_fingerprint):
+    if ckpt_dir.exists() and _read_fingerprint(stamp) != run_fingerprint:
         shutil.rmtree(ckpt_dir)
         print(f"{ckpt_dir}: checkpoints belong to another configuration; starting fresh")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(json.dumps({"fingerprint": run_fingerprint}) + "\n")
-    complete = [
-        p
-        for p in ckpt_dir.glob(f"{CHECKPOINT_PREFIX}*")
-        if p.name[len(CHECKPOINT_PREFIX) :].isdigit() and (p / "trainer_state.json").is_file()
-    ]
-    return max(complete, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
+    write_json(stamp, {"fingerprint": run_fingerprint})
+    candidates = [p for p in ckpt_dir.glob(f"{CHECKPOINT_PREFIX}*") if p.name[len(CHECKPOINT_PREFIX) :].isdigit()]
+    for checkpoint in sorted(candidates, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), reverse=True):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            return checkpoint
+        print(f"warning: {checkpoint}: {problem}; deleting it and resuming from an earlier one", file=sys.stderr)
+        shutil.rmtree(checkpoint)
+    return None
+
+
+def _is_curves_dir(path: Path) -> bool:
+    """A plots folder written by the code before output markers: DVCLive's TSV files and the JSON
+    plots the stages add beside them (confusion.json), nothing else."""
+    return all(p.is_dir() or p.suffix in (".tsv", ".json") for p in path.rglob("*"))
 
 
 def write_curves(
@@ -136,22 +212,22 @@ def write_curves(
     ``extra`` plot files (name -> JSON data) of the same stage, written together.
 
     Written after training from the history stored in the trainer state, so curves stay complete
-    when a run was resumed from a checkpoint.
+    when a run was resumed from a checkpoint; the folder is replaced whole (atomically), never
+    half-written.
     """
     from dvclive import Live
 
-    plots_dir = Path(plots_dir)
-    if plots_dir.exists():
-        shutil.rmtree(plots_dir)
-    with Live(dir=str(plots_dir), save_dvc_exp=False, dvcyaml=None) as live:
-        for entry in log_history:
-            values = {k: entry[k] for k in keys if k in entry}
-            if not values or "step" not in entry:
-                continue
-            live.step = int(entry["step"])
-            for k, v in values.items():
-                live.log_metric(k, float(v), plot=True)
-    # DVCLive also writes a summary and a report we do not need beside the per-metric files.
-    (plots_dir / "metrics.json").unlink(missing_ok=True)
-    for name, obj in (extra or {}).items():
-        (plots_dir / name).write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
+    with atomic_path(plots_dir, owned=_is_curves_dir) as tmp:
+        with Live(dir=str(tmp), save_dvc_exp=False, dvcyaml=None) as live:
+            for entry in log_history:
+                values = {k: entry[k] for k in keys if k in entry}
+                if not values or "step" not in entry:
+                    continue
+                live.step = int(entry["step"])
+                for k, v in values.items():
+                    live.log_metric(k, float(v), plot=True)
+        # DVCLive also writes a summary and a report we do not need beside the per-metric files.
+        (tmp / "metrics.json").unlink(missing_ok=True)
+        tmp.mkdir(exist_ok=True)  # a history without any of ``keys`` still gives a (empty) plots folder
+        for name, obj in (extra or {}).items():
+            (tmp / name).write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")

@@ -1,20 +1,22 @@
 """The ``fetch_data`` stage: copy every dataset file listed in the project manifest from a local
-mirror (or download it from its public URL), verify its sha256, and publish the whole tree
-atomically so that a failure leaves no partial output."""
+mirror (or download it from its public URL), verify its size and sha256, and publish the whole tree
+atomically so that a failure or a kill leaves no partial output (a rerun cleans up and starts over)."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import re
 import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from minisci.errors import FetchError
-from minisci.io import atomic_path, sha256_file
+from minisci.io import atomic_path, read_text_lines, sha256_file
 
 MANIFEST_COLUMNS = ("path", "bytes", "sha256", "url")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
@@ -57,19 +59,19 @@ def write_manifest(entries: list[ManifestEntry], path: str | Path) -> None:
 def read_manifest(path: str | Path) -> list[ManifestEntry]:
     path = Path(path)
     if not path.is_file():
-        raise FetchError(f"{path}: manifest not found")
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t")
-        header = next(reader, None)
-        if tuple(header or ()) != MANIFEST_COLUMNS:
-            raise FetchError(f"{path}:1: expected header {list(MANIFEST_COLUMNS)}, got {header!r}")
-        entries = []
-        for lineno, row in enumerate(reader, start=2):
-            if len(row) != len(MANIFEST_COLUMNS) or not row[1].isdigit() or len(row[2]) != 64:
-                raise FetchError(f"{path}:{lineno}: expected path<TAB>bytes<TAB>sha256<TAB>url, got {row!r}")
-            if Path(row[0]).is_absolute() or ".." in Path(row[0]).parts:
-                raise FetchError(f"{path}:{lineno}: path must be relative and inside the data root: {row[0]!r}")
-            entries.append(ManifestEntry(row[0], int(row[1]), row[2], row[3]))
+        raise FetchError(f"{path}: manifest not found" + (" (it is a directory)" if path.is_dir() else ""))
+    entries = []
+    for lineno, line in read_text_lines(path):  # undecodable bytes: DataFormatError with line and offset
+        row = next(csv.reader([line], delimiter="\t"), [])  # csv: the quoting write_manifest may use
+        if lineno == 1:
+            if tuple(row) != MANIFEST_COLUMNS:
+                raise FetchError(f"{path}:1: expected header {list(MANIFEST_COLUMNS)}, got {row!r}")
+            continue
+        if len(row) != len(MANIFEST_COLUMNS) or not row[1].isdigit() or not _SHA256_RE.match(row[2]):
+            raise FetchError(f"{path}:{lineno}: expected path<TAB>bytes<TAB>sha256<TAB>url, got {row!r}")
+        if not row[0] or Path(row[0]).is_absolute() or ".." in Path(row[0]).parts:
+            raise FetchError(f"{path}:{lineno}: path must be relative and inside the data root: {row[0]!r}")
+        entries.append(ManifestEntry(row[0], int(row[1]), row[2], row[3]))
     if not entries:
         raise FetchError(f"{path}: manifest lists no files")
     return entries
@@ -96,18 +98,36 @@ def fetch_one(entry: ManifestEntry, mirror: Path | None, dest: Path, timeout: fl
     else:
         where = f"not in mirror {mirror}" if mirror is not None else "no mirror configured"
         raise FetchError(f"{entry.path}: {where}, and it has no public URL to download from")
+    source = f"mirror {local}" if origin == "mirror" else entry.url
+    size = dest.stat().st_size
+    if size != entry.bytes:
+        raise FetchError(f"{entry.path}: size mismatch (from {source}): manifest says {entry.bytes} bytes, got {size}")
     digest = sha256_file(dest)
     if digest != entry.sha256:
-        raise FetchError(f"{entry.path}: sha256 mismatch (from {origin}): expected {entry.sha256}, got {digest}")
+        raise FetchError(f"{entry.path}: sha256 mismatch (from {source}): expected {entry.sha256}, got {digest}")
     return origin
 
 
-def fetch_all(entries: list[ManifestEntry], mirror: str | Path | None, out_dir: str | Path) -> dict:
-    """Fetch every entry into ``out_dir``; the directory appears only if all files verified."""
-    mirror = Path(mirror) if mirror else None
-    if mirror is not None and not mirror.is_dir():
-        # Not fatal by itself: files with a URL can still be downloaded.
-        mirror = None
+def check_mirror(mirror: str | Path | None, option: str = "fetch_data.mirror") -> Path | None:
+    """The mirror directory, or None when none is configured. A mirror that is configured but
+    missing is an error naming ``option``: silently going to the network instead would fail later
+    with a URL the user never asked for, or (offline) with a misleading "no mirror configured"."""
+    if not mirror:
+        return None
+    mirror = Path(mirror)
+    if not mirror.exists():
+        raise FetchError(f"{option}: mirror directory {mirror} does not exist")
+    if not mirror.is_dir():
+        raise FetchError(f"{option}: mirror {mirror} is not a directory")
+    return mirror
+
+
+def fetch_all(
+    entries: list[ManifestEntry], mirror: str | Path | None, out_dir: str | Path, option: str = "fetch_data.mirror"
+) -> dict:
+    """Fetch every entry into ``out_dir``; the directory appears only if every file has its
+    manifest size and sha256. ``option`` names where ``mirror`` came from, for error messages."""
+    mirror = check_mirror(mirror, option)
     origins = {"mirror": 0, "url": 0}
     with atomic_path(out_dir) as tmp:
         for e in entries:

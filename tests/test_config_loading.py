@@ -1,0 +1,104 @@
+"""Bad ``params.yaml`` files: each is one line naming the file and line (or the option), both from
+the loader and from a stage's exit code and stderr."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import REPO, TINY_MODEL
+
+from minisci.config import FetchDataConfig, ModelConfig, PretrainConfig, from_dict, load_params, load_section
+from minisci.errors import ConfigError
+from minisci.stage import run_stage
+
+sys.path.insert(0, str(REPO / "stages"))
+import fetch_data  # noqa: E402
+
+BAD_FILES = [
+    ("not yaml", b"fetch_data:\n  mirror: [a,\n", r"params.yaml:3: invalid YAML \(expected"),
+    ("tabs", b"fetch_data:\n\tmirror: x\n", r"params.yaml:2: invalid YAML .*use spaces"),
+    ("not utf-8", b"# caf\xe9\nfetch_data:\n  mirror: x\n", r"params.yaml:1: not UTF-8: byte 0xe9 at byte offset 5"),
+    (
+        "duplicate key",
+        b"fetch_data:\n  mirror: a\n  mirror: b\n",
+        r"params.yaml:3: duplicate key 'mirror' \(first at line 2\)",
+    ),
+    (
+        "duplicate section",
+        b"fetch_data: {mirror: a}\nfetch_data: {mirror: b}\n",
+        r"params.yaml:2: duplicate key 'fetch_data'",
+    ),
+    ("not a mapping", b"- fetch_data\n", r"params.yaml: expected a mapping of sections"),
+    ("missing section", b"other: {}\n", r"params.yaml: missing section 'fetch_data'"),
+]
+
+
+@pytest.mark.parametrize("data, match", [c[1:] for c in BAD_FILES], ids=[c[0] for c in BAD_FILES])
+def test_bad_params_file_is_one_line_with_file_and_line(tmp_path, capsys, data, match):
+    params = tmp_path / "params.yaml"
+    params.write_bytes(data)
+    with pytest.raises(ConfigError, match=match):
+        load_section(FetchDataConfig, "fetch_data", params)
+    argv = ["--manifest", str(tmp_path / "m.tsv"), "--out", str(tmp_path / "raw"), "--params", str(params)]
+    assert run_stage(fetch_data.main, argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "raw").exists()
+
+
+def test_params_file_missing_or_a_directory(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml: params file not found"):
+        load_params(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match=r"params file not found \(it is a directory\)"):
+        load_params(tmp_path)
+
+
+def _pretrain(**changes) -> dict:
+    return {**load_params(REPO / "params.yaml")["pretrain"], **changes}
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"epochs": float("inf")}, r"params pretrain.epochs: expected a finite number, got inf"),
+        ({"learning_rate": float("nan")}, r"params pretrain.learning_rate: expected a finite number, got nan"),
+        ({"learning_rate": "inf"}, r"params pretrain.learning_rate: expected float, got 'inf'"),
+        ({"learning_rate": "1e-4x"}, r"params pretrain.learning_rate: expected float, got '1e-4x'"),
+        ({"batch_size": "1e2"}, r"params pretrain.batch_size: expected int, got '1e2' \(write integers without"),
+        ({"batch_size": 16.0}, r"params pretrain.batch_size: expected int, got 16.0"),
+    ],
+)
+def test_bad_float_and_int_values(changes, match):
+    with pytest.raises(ConfigError, match=match):
+        from_dict(PretrainConfig, _pretrain(**changes), "pretrain")
+
+
+def test_exponent_without_a_dot_is_a_float(tmp_path):
+    """PyYAML (YAML 1.1) reads ``1e-4`` as a string; for a float param it means the number."""
+    text = (REPO / "params.yaml").read_text().replace("learning_rate: ", "learning_rate: 3e-4 #", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    assert load_params(tmp_path / "params.yaml")["pretrain"]["learning_rate"] == "3e-4"
+    assert load_section(PretrainConfig, "pretrain", tmp_path / "params.yaml").learning_rate == 3e-4
+
+
+@pytest.mark.parametrize(
+    "scratch, match",
+    [
+        (
+            {"hidden_size": 30, "num_attention_heads": 4},
+            r"hidden_size \(30\) must be divisible by num_attention_heads \(4\)",
+        ),
+        ({"hiden_size": 32}, r"scratch_config has unknown or reserved keys \['hiden_size'\]"),
+        ({"vocab_size": 100}, r"unknown or reserved keys \['vocab_size'\]"),
+        ({"num_hidden_layers": 0}, r"scratch_config.num_hidden_layers must be a positive int, got 0"),
+        ({"hidden_size": "32"}, r"scratch_config.hidden_size must be a positive int, got '32'"),
+    ],
+)
+def test_scratch_config_is_checked_against_bert_config(scratch, match):
+    with pytest.raises(ConfigError, match=match):
+        from_dict(ModelConfig, {**TINY_MODEL, "scratch_config": {**TINY_MODEL["scratch_config"], **scratch}}, "model")
+
+
+def test_tiny_scratch_config_is_accepted():
+    assert from_dict(ModelConfig, TINY_MODEL, "model").scratch_config == TINY_MODEL["scratch_config"]
