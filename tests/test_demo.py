@@ -106,7 +106,7 @@ def test_page_bad_inputs_get_a_message_not_a_crash(monkeypatch, tmp_path, tiny_f
     (corrupt / "embeddings.npy").write_bytes(b"\x93NUMPY garbage")
     at = app(monkeypatch, ner=tmp_path / "missing", cite=tiny_finetuned["ner"], index=corrupt)
     assert not at.exception
-    assert "corrupt: corrupt index" in at.error[0].value  # the search tab, at once
+    assert "corrupt/embeddings.npy: not a readable NumPy array" in at.error[0].value  # the search tab, at once
     assert "missing: not a model directory" in submit(at, 0, SENTENCE)
     assert "pass a model from the finetune_classification stage" in submit(at, 1, "We used it.")
     at = app(monkeypatch, ner=tiny_finetuned["ner"], index=tmp_path / "nowhere")

@@ -82,3 +82,18 @@ def test_any_bytes_parse_or_raise_data_format_error(tmp_path, data):
         assert str(e).startswith(f"{path}:")
     else:
         assert [n for n, _ in lines] == list(range(1, len(lines) + 1))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(st.binary(max_size=200), _lines))
+def test_any_bytes_read_as_conll_or_classification_parse_or_raise_data_format_error(tmp_path, data):
+    """The catalogue's readers: whatever the file holds, a parse or the project's one-line data error."""
+    from minisci.data.readers import read_classification, read_conll
+
+    path = tmp_path / "fuzz.txt"
+    path.write_bytes(data)
+    for read in (read_conll, read_classification):
+        try:
+            read(path)
+        except DataFormatError as e:
+            assert str(e).startswith(str(path)) and "\n" not in str(e)

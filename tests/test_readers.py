@@ -174,7 +174,7 @@ def test_conll_errors_name_file_and_line(tmp_path, text, match):
 def test_conll_decoding_errors(tmp_path):
     p = tmp_path / "x.txt"
     p.write_bytes(b"a\tO\nb\xff\tO\n")
-    with pytest.raises(DataFormatError, match=r"x\.txt:2: not UTF-8: byte 0xff at offset 5"):
+    with pytest.raises(DataFormatError, match=r"x\.txt:2: not UTF-8: byte 0xff at byte offset 5"):
         read_conll(p)
     p.write_bytes(b"\xef\xbb\xbfa\tO\n")
     with pytest.raises(DataFormatError, match=r"x\.txt:1: starts with a UTF-8 byte-order mark"):

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from minisci.errors import DataFormatError
-from minisci.io import iter_jsonl
+from minisci.io import iter_jsonl, read_text_lines
 
 _TAG_RE = re.compile(r"^(O|[BI]-\S+)$")
 _PMID_RE = re.compile(r"^-DOCSTART-\s*\((\w+)\)$")
@@ -46,21 +46,6 @@ def _docstart_id(line: str, path: Path, n_docs: int) -> str:
     return m.group(1) if m else f"{path.stem}-doc{n_docs}"
 
 
-def _text_lines(path: Path):
-    """``(lineno, line)`` of a UTF-8 text file; a decoding error names the line and byte offset."""
-    if not path.is_file():
-        raise DataFormatError(path, None, "file not found" if not path.exists() else "not a file")
-    data = path.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):
-        raise DataFormatError(path, 1, "starts with a UTF-8 byte-order mark; save the file as UTF-8 without BOM")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        lineno = data[: e.start].count(b"\n") + 1
-        raise DataFormatError(path, lineno, f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}") from None
-    return enumerate(text.split("\n"), start=1)
-
-
 def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
     """Read a CoNLL-style NER file; tags are returned as written (IOB1 or IOB2)."""
     path = Path(path)
@@ -69,8 +54,7 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
     tags: list[str] = []
     start, doc_id, n_docs = 0, None, 0
     layout: tuple[str, int] | None = None  # (separator, columns) of the first token line
-    for lineno, raw in _text_lines(path):
-        line = raw.rstrip("\r")
+    for lineno, line in read_text_lines(path):
         is_docstart = line.startswith("-DOCSTART-")
         if (not line.strip() or is_docstart) and tokens:
             sentences.append(NerSentence(tuple(tokens), tuple(tags), doc_id, start))

@@ -142,7 +142,7 @@ def build_index(
         "max_length": max_length,
         "precision": precision,
     }
-    with atomic_path(out_dir) as tmp:
+    with atomic_path(out_dir, owned=lambda p: (p / "index.json").is_file()) as tmp:  # indexes older than markers
         tmp.mkdir()
         np.save(tmp / "embeddings.npy", vecs, allow_pickle=False)
         write_jsonl(tmp / "documents.jsonl", [{k: v for k, v in d.items() if k != "_text"} for d in docs])
