@@ -226,7 +226,7 @@ CASES = [
     ("--file missing", lambda a, t: ["ner", "--model", str(a["ner"]), "--file", str(t / "no.txt")], 1, r"no.txt: no such file"),
     ("--file a directory", lambda a, t: ["cite", "--model", str(a["cite"]), "--file", str(t)], 1, r": is a directory, expected a text file"),
     ("abstract not UTF-8", bad_utf8_abstract, 1, r"abs.txt:1: not UTF-8 \(byte offset 0"),
-    ("documents not UTF-8", bad_utf8_docs, 1, r"d.jsonl:2: not UTF-8 \(byte offset \d+\)"),
+    ("documents not UTF-8", bad_utf8_docs, 1, r"d.jsonl:2: not UTF-8: byte 0xe9 at byte offset \d+"),
     # options
     ("search -k -3", lambda a, t: search_argv(a["root"] / "index", "-k", "-3"), 2, r"argument -k: must be >= 1, got -3"),
     ("search -k 0", lambda a, t: search_argv(a["root"] / "index", "-k", "0"), 2, r"argument -k: must be >= 1, got 0"),

@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 import torch
-from conftest import learnable_ner_files
+from conftest import learnable_ner_files, prepare
 
 from minisci.data.readers import to_iob2
 from minisci.finetune.crf import CRF, allowed_transitions, word_level
@@ -86,8 +86,8 @@ def test_word_level_gathers_first_pieces():
 def test_tiny_model_with_crf_learns_and_decodes_valid_spans(tmp_path, tiny_model_dir):
     from test_ner import ner_cfg
 
-    data = learnable_ner_files(tmp_path / "data")
-    r = run_finetune_ner("bc5cdr", data, tiny_model_dir, ner_cfg(crf=True), tmp_path / "work")
+    data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
+    r = run_finetune_ner(data, tiny_model_dir, ner_cfg(crf=True), tmp_path / "work")
     assert r.metrics["test"]["f1"] > 0.9, r.metrics["dev_per_epoch"]
     assert r.model.config.crf is True
     for row in r.test_predictions:

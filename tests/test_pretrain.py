@@ -109,6 +109,7 @@ def test_tiny_model_learns_and_stage_writes_hf_model(tmp_path):
     assert losses[-1] < losses[0]
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     write_pairs(tmp_path / "pairs")
     params = write_params(tmp_path, max_steps=40, save_steps=5, logging_steps=5)
@@ -145,6 +146,7 @@ def test_checkpoints_of_another_configuration_are_discarded(tmp_path):
     assert checkpoint_to_resume(ckpt, "run-b") is None and not (ckpt / "checkpoint-7").exists()
 
 
+@pytest.mark.slow
 def test_two_process_ddp_run(tmp_path):
     write_pairs(tmp_path / "pairs")
     params = write_params(tmp_path, max_steps=10, save_steps=5)

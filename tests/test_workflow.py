@@ -57,6 +57,7 @@ def test_exp_run_show_and_metrics_diff(project):
     run(["dvc", "checkout"], project)
 
 
+@pytest.mark.slow
 def test_queued_grid_apply_and_branch(project):
     for lr in ("0.002", "0.004"):
         run(
