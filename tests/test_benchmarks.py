@@ -105,5 +105,86 @@ def test_embedding_benchmark_on_a_tiny_model(benchmarks, tmp_path, capsys):
     )
     embedding_throughput.main(["--model", str(tmp_path / "m"), "--docs", str(docs), "--n", "4", "--precisions", "fp32"])
     out = capsys.readouterr().out
-    assert out.count("exact fp32") == 2 and len(ratios(out)) == 4
-    assert "cosine to naive: min 1.00000" in out
+    # per workload: the SentenceTransformer peer, ours fp32, ours fp32 uncapped
+    assert out.startswith("machine: ") and out.count("exact fp32") == 2 and len(ratios(out)) == 6
+    assert out.count("peer SentenceTransformer.encode(batch_size=32)") == 2 and out.count("vs peer") == 4
+    assert "cosine to naive: min 1.00000" in out and "to peer: min 1.00000" in out
+
+
+def finetune_args(tiny_model_dir, tiny_finetuned, *extra: str) -> list[str]:
+    data = ["--data", str(tiny_finetuned["ner_data"]), "--model", str(tiny_model_dir)]
+    sizes = ["--params", str(REPO / "params.yaml"), "--steps", "3", "--batch-size", "8", "--max-length", "32"]
+    return [*data, *sizes, *extra]
+
+
+def test_finetune_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tiny_finetuned, capsys):
+    import finetune_throughput
+
+    finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--seeds", "0", "1"))
+    out = capsys.readouterr().out
+    assert out.startswith("machine: ") and "training windows" in out
+    rows = [line for line in out.splitlines() if "real tokens/s" in line]
+    assert [r.split(":")[0].strip() for r in rows] == ["stock Trainer fp32", "ours fp32"]
+    assert ratios(out)[0] == 1.0 and all("3 steps in" in r and "dev F1" in r for r in rows)
+
+
+def test_finetune_benchmark_refuses_bf16_without_native_support(
+    benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch
+):
+    import finetune_throughput
+
+    from minisci import training
+
+    monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", {"avx2", "avx512f"}))
+    monkeypatch.setattr(training.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"precision: bf16 needs native bf16 .*Test CPU lacks"):
+        finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--precision", "bf16"))
+
+
+@pytest.mark.parametrize(
+    ("flags", "gpu", "precision", "expected"),
+    [
+        ({"avx2"}, False, "auto", "fp32"),
+        ({"avx2"}, False, "fp32", "fp32"),
+        ({"avx512f", "avx512_bf16"}, False, "bf16", "bf16"),
+        ({"amx_bf16", "amx_tile"}, False, "bf16", "bf16"),
+        ({"avx2"}, True, "bf16", "bf16"),
+    ],
+)
+def test_resolve_precision(monkeypatch, flags, gpu, precision, expected):
+    from minisci import training
+
+    monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", flags))
+    monkeypatch.setattr(training.torch.cuda, "is_available", lambda: gpu)
+    monkeypatch.setattr(training.torch.cuda, "is_bf16_supported", lambda: True)
+    assert training.resolve_precision(precision) == expected
+    assert training.precision_flags(precision) == {"bf16": expected == "bf16", "fp16": False}
+
+
+@pytest.mark.parametrize(
+    ("precision", "message"),
+    [
+        ("bf16", r"^precision: bf16 needs native bf16 on CPU \(avx512_bf16 or amx_bf16\), which Test CPU lacks"),
+        ("fp16", r"^precision: fp16 needs a GPU"),
+    ],
+)
+def test_training_refuses_precisions_the_cpu_cannot_run(monkeypatch, tmp_path, precision, message):
+    from minisci import training
+    from minisci.errors import ConfigError
+
+    monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", {"avx2", "avx512f"}))
+    monkeypatch.setattr(training.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=message):
+        training.training_arguments(
+            tmp_path, seed=0, batch_size=2, learning_rate=1e-3, weight_decay=0.0, precision=precision
+        )
+
+
+def test_run_environment_names_cpu_flags_and_precision(monkeypatch):
+    from minisci import training
+
+    monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", {"avx2", "avx512f", "avx512_bf16", "sse4_2"}))
+    monkeypatch.setattr(training.torch.cuda, "is_available", lambda: False)
+    env = training.run_environment("auto")
+    assert env["precision"] == "fp32" and env["cpu"] == "Test CPU" and env["gpu"] == ""
+    assert env["cpu_flags"] == "avx2 avx512f avx512_bf16" and env["torch"] == torch.__version__
