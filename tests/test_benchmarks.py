@@ -141,6 +141,19 @@ def test_finetune_benchmark_refuses_bf16_without_native_support(
         finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--precision", "bf16"))
 
 
+def test_finetune_benchmark_bf16_rows_where_the_cpu_has_it(
+    benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys
+):
+    import finetune_throughput
+
+    from minisci import training
+
+    monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", {"avx512_bf16"}))  # emulated here: slow, tiny
+    finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--precision", "bf16", "--seeds", "0"))
+    rows = [line for line in capsys.readouterr().out.splitlines() if "real tokens/s" in line]
+    assert [r.split(":")[0].strip() for r in rows] == ["ours fp32", "ours bf16"]
+
+
 @pytest.mark.parametrize(
     ("flags", "gpu", "precision", "expected"),
     [
@@ -188,3 +201,18 @@ def test_run_environment_names_cpu_flags_and_precision(monkeypatch):
     env = training.run_environment("auto")
     assert env["precision"] == "fp32" and env["cpu"] == "Test CPU" and env["gpu"] == ""
     assert env["cpu_flags"] == "avx2 avx512f avx512_bf16" and env["torch"] == torch.__version__
+
+
+def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path, capsys):
+    import pretrain_throughput
+
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [
+        {"a": f"Aspirin reduced pain in trial {i} .", "b": "Patients recovered .", "label": i % 2} for i in range(8)
+    ]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["--pairs", str(pairs), "--model", str(tiny_model_dir), "--batch-size", "4", "--steps", "2", "--rounds", "1"]
+    pretrain_throughput.main([*argv, "--max-length", "32"])
+    out = capsys.readouterr().out
+    assert out.startswith("machine: ") and "ratio ours/naive: " in out
+    assert re.search(r"fp32 ceiling: \d+ GFLOP/s peak .* = \d+% of ceiling", out)
