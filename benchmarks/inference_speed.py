@@ -4,8 +4,12 @@ Usage: python benchmarks/inference_speed.py [--ner-model models/finetune_ner/bc5
            [--cite-model models/finetune_classification/scicite/adapted] [--n 400] [--precisions fp32 bf16 int8]
 
 All sides use the same model and the pipeline's own pre/post-processing. The reference is the
-pipeline in float32, one text at a time (its default); ours batches length-sorted texts under
-torch.inference_mode, at each --precision. Timing: the first --n BC5CDR test sentences and SciCite
+pipeline in float32, one text at a time (its default). Peers, the fast ways a user would pick: the
+pipeline with ``batch_size=32``, and ONNX Runtime (the model exported with torch.onnx, full graph
+optimisation, fp32 and dynamic int8; see onnx_peer.py) behind minisci's own batching. Ours batches
+length-sorted texts under torch.inference_mode, at each --precision, and prints its ratio to the
+one-at-a-time pipeline and to the fastest peer. Every row prints its agreement with the reference
+(identical predictions); the ORT fp32 row says whether it qualifies as a backend (>= 99.9% identical). Timing: the first --n BC5CDR test sentences and SciCite
 test citations, best of --rounds, all measured in this one run. Agreement with the pipeline and
 the score against the gold labels use the *whole* test sets (the pipeline's own output on them is
 the reference): entity F1 on exact character spans
@@ -16,9 +20,12 @@ ratio any implementation could reach on this CPU, in fp32 and in bf16 (see roofl
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
+from machine import print_machine
 from roofline import ceiling_line
 from sklearn.metrics import accuracy_score, f1_score
 from transformers.utils import logging as hf_logging
@@ -74,6 +81,8 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
+    p.add_argument("--peer-batch-size", type=int, default=32, help="the batched pipeline peer's batch_size")
+    p.add_argument("--onnx", choices=("int8", "fp32", "none"), default="int8", help="ONNX Runtime peers to run")
     args = p.parse_args(argv)
     hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads
     hf_logging.disable_progress_bar()
@@ -103,6 +112,7 @@ def main(argv=None) -> None:
             ),
         ),
     }
+    print_machine()
     for name, (load, model, texts, run, key, score) in tasks.items():
         timed = texts[: args.n]
         pipe = load(model)
@@ -113,16 +123,50 @@ def main(argv=None) -> None:
             f"{len(timed) / t_pipe:6.1f} texts/s | {score(ref)}"
         )
         print(ceiling_line(pipe.model.config, model_lengths(pipe, timed), t_pipe))
-        for precision in args.precisions:
-            ours = load(model, precision=precision)
-            t_ours = best_time(lambda: run(ours, timed, args.batch_size), args.rounds)
-            pred = key(run(ours, texts, args.batch_size))
+
+        def row(label: str, t: float, pred: list, extra: str = "") -> float:
             same = sum(a == b for a, b in zip(pred, ref)) / len(texts)
             print(
-                f"  ours {precision}: {len(timed) / t_ours:6.1f} texts/s | ratio {t_pipe / t_ours:4.2f}x | "
+                f"  {label}: {len(timed) / t:6.1f} texts/s | ratio {t_pipe / t:5.2f}x{extra} | "
                 f"identical to pipeline {same:7.2%} | {score(pred)}",
                 flush=True,
             )
+            return same
+
+        # 1. peers: the pipeline batched, and ONNX Runtime behind our batching
+        peers = {}
+        batched = lambda texts: from_pipeline(name, pipe(texts, batch_size=args.peer_batch_size))  # noqa: E731
+        peers[f"pipeline batch_size={args.peer_batch_size}"] = (best_time(lambda: batched(timed), args.rounds), batched)
+        with tempfile.TemporaryDirectory() as work:
+            for label, ort_pipe in ort_peers(pipe, work, args.onnx).items():
+                fn = lambda texts, p=ort_pipe: run(p, texts, args.batch_size)  # noqa: E731
+                peers[label] = (best_time(lambda: fn(timed), args.rounds), fn)
+        fastest = min(peers, key=lambda k: peers[k][0])
+        for label, (t, fn) in peers.items():
+            same = row(f"peer {label}", t, key(fn(texts)))
+            if label == "ORT fp32":
+                print(
+                    f"    ORT fp32 as a backend: {'qualifies' if same >= 0.999 else 'does not qualify'} (>= 99.9% identical)"
+                )
+        # 2. ours, against the reference and against the fastest peer
+        for precision in args.precisions:
+            ours = load(model, precision=precision)
+            t_ours = best_time(lambda: run(ours, timed, args.batch_size), args.rounds)
+            vs_peer = f" | vs fastest peer ({fastest}) {peers[fastest][0] / t_ours:5.2f}x"
+            row(f"ours {precision}", t_ours, key(run(ours, texts, args.batch_size)), vs_peer)
+
+
+def ort_peers(pipe, work_dir: str, which: str) -> dict:
+    """ONNX Runtime pipelines (fp32, and int8 with ``which == "int8"``); none when ORT is not installed or
+    the model has a CRF head (decoded by minisci's Viterbi, which the exported graph does not include)."""
+    if which == "none" or getattr(pipe.model, "crf", None) is not None:
+        return {}
+    try:
+        from onnx_peer import ort_pipelines
+    except ImportError:
+        print("  (onnxruntime not installed: no ONNX Runtime peer)")
+        return {}
+    return ort_pipelines(pipe, Path(work_dir), int8=which == "int8")
 
 
 if __name__ == "__main__":

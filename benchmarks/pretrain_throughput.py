@@ -8,6 +8,10 @@ positions. Naive: random batches, every batch padded to max_seq_length, and the 
 ``BertForPreTraining`` forward (vocabulary logits at every position). Same weights, same pairs,
 same masks, same number of optimizer steps; the ratio counts real (non-padding) tokens per second.
 Runs interleave (ours, naive, ours, naive) so machine noise hits both alike.
+
+Also prints the share of the fp32 ceiling ours reaches: the encoder's matrix-product FLOPs over the
+real tokens (forward, and 2x that for the backward pass; see roofline.py) divided by its time, against
+this CPU's peak fp32 matrix-product rate measured in the same run.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import argparse
 import time
 
 import torch
+from machine import print_machine
+from roofline import encoder_flops, peak_matmul_flops
 from transformers import BertForPreTraining
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
@@ -68,6 +74,7 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args(argv)
 
+    print_machine()
     cfg = ModelConfig(base=args.model)
     tok = load_tokenizer(cfg)
     n = args.batch_size * args.steps
@@ -92,6 +99,19 @@ def main(argv=None) -> None:
     print(f"ours  (length-grouped, dynamic padding): {ours:8.1f} real tokens/s")
     print(f"naive (random, padded to {args.max_length}):        {naive:8.1f} real tokens/s")
     print(f"ratio ours/naive: {ours / naive:.2f}x")
+    print(ceiling_share(model.config, ds["length"], ours))
+
+
+def ceiling_share(config, lengths: list[int], tokens_per_s: float) -> str:
+    """Ours as a share of the fp32 roofline: training FLOPs (3x the forward's matrix products) per second
+    at the measured rate, over the peak fp32 rate of this CPU, measured now."""
+    seconds = sum(lengths) / tokens_per_s
+    achieved = 3 * encoder_flops(config, lengths) / seconds
+    peak = peak_matmul_flops(config, torch.float32)
+    return (
+        f"fp32 ceiling: {peak / 1e9:.0f} GFLOP/s peak (measured now) | ours {achieved / 1e9:.1f} GFLOP/s of matrix "
+        f"products = {100 * achieved / peak:.0f}% of ceiling"
+    )
 
 
 if __name__ == "__main__":

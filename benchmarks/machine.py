@@ -1,0 +1,41 @@
+"""The machine a benchmark ran on, printed at the top of every benchmark: ratios mean little without it.
+
+CPU model and the flags that decide bf16/int8 speed (AVX-512, AVX512-BF16, AMX), what oneDNN and
+PyTorch's CPU dispatch make of them, library versions and the thread count.
+"""
+
+from __future__ import annotations
+
+import platform
+
+import torch
+
+from minisci.training import cpu_info
+
+FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
+
+
+def machine_lines() -> list[str]:
+    import transformers
+
+    model, flags = cpu_info()
+    present = {f: ("yes" if f in flags else "no") for f in FLAGS}
+    mkldnn = torch.backends.mkldnn.is_available()
+    bf16 = mkldnn and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    lines = [
+        f"machine: {model or platform.processor() or 'unknown CPU'} | "
+        + " ".join(f"{f}={v}" for f, v in present.items()),
+        f"  torch {torch.__version__} (CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+        f"mkldnn {'on' if mkldnn else 'off'}, oneDNN native bf16 {'yes' if bf16 else 'no'}) | "
+        f"transformers {transformers.__version__} | {torch.get_num_threads()} threads",
+    ]
+    for name in ("onnxruntime", "sentence_transformers"):
+        try:
+            lines[-1] += f" | {name} {__import__(name).__version__}"
+        except ImportError:
+            pass
+    return lines
+
+
+def print_machine() -> None:
+    print("\n".join(machine_lines()), flush=True)
