@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import random
@@ -284,6 +285,15 @@ def subsample(examples: list, n: int, seed: int) -> list:
         return examples
     keep = sorted(random.Random(seed).sample(range(len(examples)), n))
     return [examples[i] for i in keep]
+
+
+@functools.cache
+def load_metric(module):
+    """The ``evaluate`` metric defined in a :mod:`minisci.metrics` module, loaded by its file path
+    (offline: never a hub name), in memory (no cache files beside concurrent stages)."""
+    import evaluate
+
+    return evaluate.load(module.__file__, keep_in_memory=True)
 
 
 # 4. seeds -------------------------------------------------------------------------------------------------
