@@ -28,7 +28,7 @@ from minisci.batching import length_batches
 from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
-from minisci.training import checkpoint_to_resume, fingerprint, training_arguments, write_curves
+from minisci.training import checkpoint_to_resume, fingerprint, live_callback, training_arguments, write_curves
 
 # 1. class weights ------------------------------------------------------------------------------------
 
@@ -224,6 +224,7 @@ def fit_and_select(
     selection.resume(step)  # step 0: a fresh start; clears what a run killed before its first checkpoint left
     if resume is not None:
         print(f"resuming from {resume}", flush=True)
+    trainer.add_callback(live_callback(work_dir / "live"))  # after the resume check, which may clear work_dir
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     return selection.restore(model), selection.history, trainer.state.log_history
 
