@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
             params={"model": dataclasses.asdict(model_cfg), "seed": seed},
             metrics={},
             usage=f'from transformers import AutoModel\nmodel = AutoModel.from_pretrained("{args.out}")',
+            pipeline_tag="fill-mask",
         )
     print(
         f"base_model: {model_cfg.base} -> {args.out} ({sum(p.numel() for p in model.bert.parameters()):,} encoder parameters)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from minisci.cards import eval_result
 from minisci.config import FinetuneClassificationConfig, load_section
 from minisci.finetune.classification import run_finetune_classification
 from minisci.finetune.common import publish, stage_arguments
@@ -44,6 +45,12 @@ def main(argv: list[str] | None = None) -> None:
         },
         usage=f'from transformers import pipeline\nclassify = pipeline("text-classification", model="{args.out}")\n'
         'classify("We used the protocol of Smith et al. (2001).")',
+        pipeline_tag="text-classification",
+        datasets=[m["dataset"]],
+        results=[
+            eval_result("text-classification", m["dataset"], k, m["test"][k])
+            for k in ("accuracy", "macro_f1", "micro_f1")
+        ],
     )
     # One row per test example, for DVC's confusion-matrix template.
     confusion = [{"actual": r["gold"], "predicted": r["pred"]} for r in result.test_predictions]

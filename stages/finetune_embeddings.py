@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from minisci.cards import write_model_card
+from minisci.cards import eval_result, extend_card
 from minisci.config import FinetuneEmbeddingsConfig, load_section
 from minisci.finetune.embeddings import run_finetune_embeddings
 from minisci.io import atomic_path, write_json
@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
         model, metrics, history = run_finetune_embeddings(args.data, args.docs, args.encoder, args.baseline, cfg, work)
         with atomic_path(args.out) as out:
             shutil.copytree(Path(work) / "model", out)
-            write_model_card(
+            # sentence-transformers wrote its own card (metadata, usage, architecture): keep it, add ours.
+            extend_card(
                 out,
                 title="minisci sentence embeddings",
                 summary="Sentence-transformers model (mean pooling) contrastively fine-tuned with in-batch negatives "
@@ -50,8 +51,12 @@ def main(argv: list[str] | None = None) -> None:
                 data=f"{metrics['train_pairs']} title/abstract pairs from {args.docs}",
                 params={"finetune_embeddings": dataclasses.asdict(cfg)},
                 metrics={k: v for k, v in metrics.items() if k != "wall_seconds"},
-                usage=f'from sentence_transformers import SentenceTransformer\\nmodel = SentenceTransformer("{args.out}")\\n'
-                'model.encode(["kinase inhibitors in leukaemia"])\\n# or: minisci index --model ' + args.out + " ...",
+                usage=f'from sentence_transformers import SentenceTransformer\nmodel = SentenceTransformer("{args.out}")\n'
+                'model.encode(["kinase inhibitors in leukaemia"])\n# or: minisci index --model ' + args.out + " ...",
+                results=[
+                    eval_result("sentence-similarity", "minisci-title-abstract", k, metrics["finetuned"][k], "heldout")
+                    for k in ("mrr_at_10", "recall_at_1", "recall_at_10")
+                ],
             )
     write_curves(history, args.plots, ("loss", "learning_rate"))
     write_json(args.metrics, metrics)

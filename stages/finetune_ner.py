@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from minisci.cards import eval_result
 from minisci.config import FinetuneNerConfig, load_section
 from minisci.finetune.common import publish, stage_arguments
 from minisci.finetune.ner import run_finetune_ner
@@ -41,6 +42,15 @@ def main(argv: list[str] | None = None) -> None:
         },
         usage=f'from transformers import pipeline\ntagger = pipeline("token-classification", model="{args.out}", '
         'aggregation_strategy="first")\ntagger("Naloxone reverses the antihypertensive effect of clonidine.")',
+        pipeline_tag="token-classification",
+        datasets=[m["dataset"]],
+        results=[
+            eval_result("token-classification", m["dataset"], k, m["test"][k]) for k in ("precision", "recall", "f1")
+        ]
+        + [
+            eval_result("token-classification", m["dataset"], "f1", r["f1"], name=f"f1 {t}")
+            for t, r in m["test"]["per_type"].items()
+        ],
     )
     publish(result, args, CURVES, card)
     print(

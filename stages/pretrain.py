@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 import sys
 
-from minisci.cards import write_model_card
+from minisci.cards import eval_result, write_model_card
 from minisci.config import ModelConfig, PretrainConfig, load_section
 from minisci.io import atomic_path, write_json
 from minisci.pretrain.trainer import CURVE_KEYS, run_pretraining
@@ -51,6 +51,11 @@ def main(argv: list[str] | None = None) -> None:
             metrics={k: v for k, v in result.metrics.items() if k != "wall_seconds"},
             usage=f'from transformers import AutoModel, AutoTokenizer\nmodel = AutoModel.from_pretrained("{args.out}")\n'
             f'tokenizer = AutoTokenizer.from_pretrained("{args.out}")',
+            pipeline_tag="fill-mask",
+            results=[
+                eval_result("fill-mask", "minisci-heldout-pairs", k, result.metrics["after"][k], split="heldout")
+                for k in ("mlm_accuracy", "perplexity", "nsp_accuracy")
+            ],
         )
     write_curves(result.log_history, args.plots, CURVE_KEYS)
     write_json(args.metrics, result.metrics)

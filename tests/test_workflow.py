@@ -8,6 +8,7 @@ import time
 import pytest
 import yaml
 from conftest import REPO, make_project, run
+from huggingface_hub import ModelCard
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,10 @@ def test_full_tiny_pipeline_outputs(project):
     for model in ("baseline", "adapted", "finetune_ner/bc5cdr/adapted", "finetune_classification/scicite/baseline"):
         card = (project / "models" / model / "README.md").read_text()
         assert "## Metrics of this run" in card and "## Parameters of this run" in card
+    for model in ("adapted", "embeddings", "finetune_ner/bc5cdr/adapted", "finetune_classification/scicite/baseline"):
+        meta = ModelCard.load(project / "models" / model / "README.md").data.to_dict()
+        assert meta["model-index"][0]["results"], model
+        assert str(project) not in (project / "models" / model / "README.md").read_text()
     assert "Running stage" not in run(["dvc", "repro"], project).stdout  # nothing changed: nothing runs
     shown = json.loads(run(["dvc", "plots", "show", "--json"], project).stdout)["data"]
     assert "pretraining loss" in shown

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -95,12 +96,14 @@ def training_arguments(
     **extra,
 ):
     """TrainingArguments with everything that matters set explicitly (nothing from defaults that
-    changed between transformers releases): reporting off (we log with DVCLive ourselves), seeded
+    changed between transformers releases): reporting off (we log with DVCLive ourselves: see
+    :func:`live_callback`; transformers' own DVCLive integration would rewrite the root dvc.yaml), seeded
     data order, checkpointing only when asked, length-grouped batches. ``args_cls`` builds a
     subclass instead (sentence-transformers' training arguments); ``extra`` sets its own fields or
     overrides these."""
     from transformers import TrainingArguments
 
+    quiet_load_reports()
     settings = dict(
         output_dir=str(output_dir),
         report_to="none",
@@ -127,10 +130,45 @@ def training_arguments(
         use_cpu=not torch.cuda.is_available(),
         ddp_find_unused_parameters=False,
         remove_unused_columns=False,
-        disable_tqdm=True,
+        disable_tqdm=not sys.stderr.isatty(),  # progress bars on a terminal; CI and log files stay quiet
         **precision_flags(precision),
     )
     return (args_cls or TrainingArguments)(**{**settings, **extra})
+
+
+class _OneLineLoadReport(logging.Filter):
+    """transformers' LOAD REPORT (a table of every missing or unexpected weight, expected here: the
+    heads a stage trains are new, the pretraining heads are dropped) cut to its first line and counts."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "LOAD REPORT" in message:
+            lines = message.splitlines()
+            counts = {s: sum(f"| {s}" in line for line in lines) for s in ("MISSING", "UNEXPECTED", "MISMATCH")}
+            record.msg = lines[0] + " (" + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n) + " keys)"
+            record.args = ()
+        return True
+
+
+def quiet_load_reports() -> None:
+    """Model loading reports as one line each, on every handler of transformers' logger (idempotent)."""
+    from transformers.utils import logging as hf_logging
+
+    for handler in hf_logging.get_logger().handlers:
+        if not any(isinstance(f, _OneLineLoadReport) for f in handler.filters):
+            handler.addFilter(_OneLineLoadReport())
+
+
+def live_callback(live_dir: str | Path):
+    """A Trainer callback that logs every logging step with DVCLive into ``live_dir`` while training
+    runs (``metrics.json`` and ``plots/metrics/*.tsv``: watch with ``dvc plots show <live_dir>/plots``).
+
+    Progress only: the stage's curves are still written once, from the log history, by
+    :func:`write_curves` (complete after a resume). No dvc.yaml edits and no experiment commits."""
+    from dvclive import Live
+    from transformers.integrations import DVCLiveCallback
+
+    return DVCLiveCallback(live=Live(dir=str(live_dir), save_dvc_exp=False, dvcyaml=None, report=None))
 
 
 def code_version() -> dict[str, str]:

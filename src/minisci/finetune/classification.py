@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
-
 from minisci.config import FinetuneClassificationConfig
 from minisci.data.readers import Example, Prepared, load_prepared
 from minisci.finetune.common import (
@@ -20,9 +18,11 @@ from minisci.finetune.common import (
     Task,
     class_weights,
     fit_and_select,
+    load_metric,
     run_seeds,
     sorted_logits,
 )
+from minisci.metrics import classification_f1
 
 
 def encode(examples: list[Example], tokenizer, label2id: dict[str, int], max_length: int) -> list[dict]:
@@ -33,23 +33,9 @@ def encode(examples: list[Example], tokenizer, label2id: dict[str, int], max_len
 
 
 def classification_metrics(gold: list[str], pred: list[str], labels: list[str]) -> dict:
-    present = [lab for lab in labels if lab in set(gold) | set(pred)]  # declared order
-    p, r, f, support = precision_recall_fscore_support(gold, pred, labels=labels, zero_division=0)
-    return {
-        "accuracy": round(float(accuracy_score(gold, pred)), 4),
-        "macro_f1": round(float(f1_score(gold, pred, labels=present, average="macro", zero_division=0)), 4),
-        "micro_f1": round(float(f1_score(gold, pred, labels=present, average="micro", zero_division=0)), 4),
-        "per_class": {
-            lab: {
-                "precision": round(float(p[i]), 4),
-                "recall": round(float(r[i]), 4),
-                "f1": round(float(f[i]), 4),
-                "support": int(support[i]),
-            }
-            for i, lab in enumerate(labels)
-        },
-        "confusion_matrix": confusion_matrix(gold, pred, labels=labels).tolist(),
-    }
+    """Accuracy, macro/micro-F1, per-class scores and confusion matrix, computed by the package's own
+    ``evaluate`` module (:mod:`minisci.metrics.classification_f1`)."""
+    return load_metric(classification_f1).compute(predictions=pred, references=gold, labels=labels)
 
 
 def predict(

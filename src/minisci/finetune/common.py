@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import random
@@ -27,7 +28,7 @@ from minisci.batching import length_batches
 from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
-from minisci.training import checkpoint_to_resume, fingerprint, training_arguments, write_curves
+from minisci.training import checkpoint_to_resume, fingerprint, live_callback, training_arguments, write_curves
 
 # 1. class weights ------------------------------------------------------------------------------------
 
@@ -223,6 +224,7 @@ def fit_and_select(
     selection.resume(step)  # step 0: a fresh start; clears what a run killed before its first checkpoint left
     if resume is not None:
         print(f"resuming from {resume}", flush=True)
+    trainer.add_callback(live_callback(work_dir / "live"))  # after the resume check, which may clear work_dir
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     return selection.restore(model), selection.history, trainer.state.log_history
 
@@ -284,6 +286,15 @@ def subsample(examples: list, n: int, seed: int) -> list:
         return examples
     keep = sorted(random.Random(seed).sample(range(len(examples)), n))
     return [examples[i] for i in keep]
+
+
+@functools.cache
+def load_metric(module):
+    """The ``evaluate`` metric defined in a :mod:`minisci.metrics` module, loaded by its file path
+    (offline: never a hub name), in memory (no cache files beside concurrent stages)."""
+    import evaluate
+
+    return evaluate.load(module.__file__, keep_in_memory=True)
 
 
 # 4. seeds -------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
   windows' predictions are merged back so every word gets exactly one prediction.
 * Tags are IOB2 throughout (SciBERT's IOB1 BC5CDR copy is converted by the reader without changing
   a span). Predicted tag sequences are repaired to valid IOB2 with the same rule (a stray ``I-X``
-  opens an entity), and scored with seqeval in strict IOB2 mode.
+  opens an entity), and scored with seqeval in strict IOB2 mode
+  (the package's ``evaluate`` module :mod:`minisci.metrics.ner_f1`).
 * Optional CRF head (``crf: true``): Viterbi decoding constrained to valid IOB2 transitions.
 * The epoch is chosen on dev; test is scored once, with the chosen weights.
 """
@@ -16,8 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from seqeval.metrics import accuracy_score, classification_report
-from seqeval.scheme import IOB2
 
 from minisci.config import FinetuneNerConfig
 from minisci.data.readers import NerSentence, Prepared, load_prepared, spans, to_iob2
@@ -27,10 +26,12 @@ from minisci.finetune.common import (
     Task,
     class_weights,
     fit_and_select,
+    load_metric,
     run_seeds,
     sorted_logits,
 )
 from minisci.finetune.crf import BertCrfForTokenClassification
+from minisci.metrics import ner_f1
 
 IGNORE = -100
 
@@ -115,31 +116,9 @@ def merge_predictions(
 
 
 def ner_metrics(gold: list[list[str]], pred: list[list[str]]) -> dict:
-    """Entity-level micro/macro P/R/F1 (strict IOB2), per-type P/R/F1, token accuracy."""
-    report = classification_report(gold, pred, mode="strict", scheme=IOB2, output_dict=True, zero_division=0)
-    out = {
-        "precision": report["micro avg"]["precision"],
-        "recall": report["micro avg"]["recall"],
-        "f1": report["micro avg"]["f1-score"],
-        "macro_precision": report["macro avg"]["precision"],
-        "macro_recall": report["macro avg"]["recall"],
-        "macro_f1": report["macro avg"]["f1-score"],
-        "token_accuracy": accuracy_score(gold, pred),
-        "entities_gold": int(report["micro avg"]["support"]),
-        "entities_predicted": sum(len(spans(p)) for p in pred),
-    }
-    out = {k: round(float(v), 4) if isinstance(v, float) else v for k, v in out.items()}
-    out["per_type"] = {
-        t: {
-            "precision": round(float(r["precision"]), 4),
-            "recall": round(float(r["recall"]), 4),
-            "f1": round(float(r["f1-score"]), 4),
-            "support": int(r["support"]),
-        }
-        for t, r in sorted(report.items())
-        if t not in ("micro avg", "macro avg", "weighted avg")
-    }
-    return out
+    """Entity-level micro/macro P/R/F1 (strict IOB2), per-type P/R/F1, token accuracy, computed by the
+    package's own ``evaluate`` module (:mod:`minisci.metrics.ner_f1`)."""
+    return load_metric(ner_f1).compute(predictions=pred, references=gold)
 
 
 def predict(

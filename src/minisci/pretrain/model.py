@@ -80,9 +80,14 @@ def _sparse_pretraining_class():
                 "nsp_logits": self.cls.seq_relationship(pooled),
             }
 
-        def save_pretrained(self, *args, **kwargs):
-            self.config.architectures = ["BertForPreTraining"]
-            return super().save_pretrained(*args, **kwargs)
+        def save_pretrained(self, save_directory, *args, **kwargs):
+            # transformers writes this class's own name into config.json, a class stock transformers
+            # lacks; the weights are exactly BertForPreTraining's, so the saved config names that.
+            out = super().save_pretrained(save_directory, *args, **kwargs)
+            if kwargs.get("is_main_process", True):
+                self.config.architectures = ["BertForPreTraining"]
+                self.config.save_pretrained(save_directory)
+            return out
 
     return BertForSparsePreTraining
 

@@ -33,7 +33,7 @@ from minisci.io import iter_jsonl, sha256_file
 from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.pretrain.vocab import add_tokens, init_new_embeddings, plan_extension
-from minisci.training import checkpoint_to_resume, fingerprint, training_arguments
+from minisci.training import checkpoint_to_resume, fingerprint, live_callback, training_arguments
 
 HEAD_PREFIX = "cls."  # BertForPreTraining's MLM transform and NSP classifier
 NSP_ONLY_PREFIXES = ("cls.seq_relationship.", "bert.pooler.")  # parameters only the NSP loss trains
@@ -293,7 +293,11 @@ def run_pretraining(
         processing_class=tokenizer,
         cfg=cfg,
         data_collator=collator,
-        callbacks=[EpochCallback(collator)],
+        # live progress from rank 0 only, into the checkpoint directory (cleared above for a new run)
+        callbacks=[
+            EpochCallback(collator),
+            *([live_callback(Path(ckpt_dir) / "live")] if args.process_index == 0 else []),
+        ],
     )
     # Read before training: checkpoint rotation may delete the resume checkpoint.
     tokens_at_resume = (

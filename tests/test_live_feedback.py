@@ -1,0 +1,43 @@
+"""Feedback while a stage runs: DVCLive step metrics during training, progress bars only on a
+terminal, and one line per model load instead of transformers' LOAD REPORT table."""
+
+import logging
+
+from minisci.training import quiet_load_reports, training_arguments
+
+
+def test_live_metrics_are_written_during_finetuning(tiny_finetuned):
+    root = tiny_finetuned["ner"].parent
+    curves = {p.name for p in (root / "w1").rglob("live/plots/metrics/*.tsv")}
+    assert "loss.tsv" in curves, sorted(curves)
+    assert not list(root.rglob("live/dvc.yaml")), "DVCLive must not write a dvc.yaml"
+
+
+def test_progress_bars_only_on_a_terminal(tmp_path, monkeypatch):
+    kwargs = dict(seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.0, precision="fp32")
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
+    assert training_arguments(tmp_path, **kwargs).disable_tqdm
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    assert not training_arguments(tmp_path, **kwargs).disable_tqdm
+    assert training_arguments(tmp_path, **kwargs).report_to in ([], "none", ["none"])
+
+
+def test_load_report_is_one_line(tiny_model_dir):
+    from transformers import BertForTokenClassification
+    from transformers.utils import logging as hf_logging
+
+    quiet_load_reports()
+    quiet_load_reports()  # idempotent
+    handler = hf_logging.get_logger().handlers[0]
+    seen = []
+    sink = logging.Handler()
+    sink.emit = lambda record: seen.append(record.getMessage()) if handler.filter(record) else None
+    logger = hf_logging.get_logger()
+    logger.addHandler(sink)
+    try:
+        BertForTokenClassification.from_pretrained(tiny_model_dir, num_labels=3)
+    finally:
+        logger.removeHandler(sink)
+    reports = [m for m in seen if "LOAD REPORT" in m]
+    assert reports and all("\n" not in m for m in reports), reports
+    assert "missing" in reports[0] and "unexpected" in reports[0]
