@@ -28,7 +28,14 @@ from minisci.batching import length_batches
 from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
-from minisci.training import checkpoint_to_resume, fingerprint, live_callback, training_arguments, write_curves
+from minisci.training import (
+    checkpoint_to_resume,
+    fingerprint,
+    live_callback,
+    run_environment,
+    training_arguments,
+    write_curves,
+)
 
 # 1. class weights ------------------------------------------------------------------------------------
 
@@ -376,6 +383,7 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
         by_seed = {str(s): task.prediction_rows(data, r.predictions) for s, r in runs.items()}
         for i, row in enumerate(rows):
             row["preds"] = {s: seed_rows[i]["pred"] for s, seed_rows in by_seed.items()}
+    metrics["environment"] = run_environment(cfg.precision)  # so a run on another machine explains itself
     metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
     return FinetuneResult(first.model, tokenizer, metrics, rows, first.log_history)
 

@@ -16,7 +16,7 @@ from minisci.config import FinetuneEmbeddingsConfig
 from minisci.data.readers import POOLS, load_pool, read_documents
 from minisci.encoding import embed, load_encoder
 from minisci.errors import MinisciError
-from minisci.training import training_arguments
+from minisci.training import run_environment, training_arguments
 
 
 def title_abstract_pairs(raw_dir: str | Path, documents: str | Path) -> list[dict]:
@@ -123,5 +123,6 @@ def run_finetune_embeddings(raw_dir, documents, encoder_dir, baseline_dir, cfg: 
         "encoder_dir": str(encoder_dir),
     }
     metrics["delta_mrr_at_10"] = round(metrics["finetuned"]["mrr_at_10"] - metrics["encoder"]["mrr_at_10"], 4)
+    metrics["environment"] = run_environment(cfg.precision)
     metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
     return model, metrics, history

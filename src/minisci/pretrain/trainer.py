@@ -33,7 +33,7 @@ from minisci.io import iter_jsonl, sha256_file
 from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.pretrain.vocab import add_tokens, init_new_embeddings, plan_extension
-from minisci.training import checkpoint_to_resume, fingerprint, live_callback, training_arguments
+from minisci.training import checkpoint_to_resume, fingerprint, live_callback, run_environment, training_arguments
 
 HEAD_PREFIX = "cls."  # BertForPreTraining's MLM transform and NSP classifier
 NSP_ONLY_PREFIXES = ("cls.seq_relationship.", "bert.pooler.")  # parameters only the NSP loss trains
@@ -326,6 +326,7 @@ def run_pretraining(
             "world_size": args.world_size,
             "random_head_weights": len(random_heads),
         },
+        "environment": run_environment(cfg.precision),
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
     if plan.words:  # only then: the default run's metrics keep their keys
