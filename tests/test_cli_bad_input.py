@@ -212,7 +212,7 @@ CASES = [
     ("ner on a bare encoder", lambda a, t: ["ner", "--model", str(a["bare"]), "x"], 1,
      r"not a token-classification .*found architecture BertModel and no label map"),
     ("cite on a bare encoder", lambda a, t: ["cite", "--model", str(a["encoder"]), "x"], 1,
-     r"not a sequence-classification .*found architecture BertForSparsePreTraining and no label map"),
+     r"not a sequence-classification .*found architecture BertForPreTraining and no label map"),
     ("default LABEL_n labels", default_labels, 1, r"found architecture BertForTokenClassification with labels \{0: 'LABEL_0'"),
     ("a head that would be random", headless_cite, 1, r"weights missing from model.safetensors \(classifier.bias, classifier.weight\)"),
     # broken model directories

@@ -34,10 +34,13 @@ def test_load_report_is_one_line(tiny_model_dir):
     sink.emit = lambda record: seen.append(record.getMessage()) if handler.filter(record) else None
     logger = hf_logging.get_logger()
     logger.addHandler(sink)
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_warning()  # other tests (the CLI's) may have silenced transformers
     try:
         BertForTokenClassification.from_pretrained(tiny_model_dir, num_labels=3)
     finally:
         logger.removeHandler(sink)
+        hf_logging.set_verbosity(level)
     reports = [m for m in seen if "LOAD REPORT" in m]
     assert reports and all("\n" not in m for m in reports), reports
     assert "missing" in reports[0] and "unexpected" in reports[0]

@@ -284,8 +284,11 @@ class _FinetuneConfig:
     logging_steps: int
     max_train_examples: int
     seeds: tuple[int, ...]
+    datasets: tuple[str, ...]  # catalogue entries to fine-tune on, each for both arms
 
     def _check_common(self, s: str, losses: tuple[str, ...]) -> None:
+        _check(len(self.datasets) > 0, s, "datasets must list at least one catalogue entry")
+        _check_names(self.datasets, s, "datasets")
         _check(self.epochs > 0, s, "epochs must be > 0")
         _check(self.batch_size > 0 and self.eval_batch_size > 0, s, "batch sizes must be > 0")
         _check(self.learning_rate > 0, s, "learning_rate must be > 0")
@@ -305,26 +308,18 @@ class _FinetuneConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneNerConfig(_FinetuneConfig):
-    datasets: tuple[str, ...]
     crf: bool
 
     def __post_init__(self) -> None:
         s = "finetune_ner"
         self._check_common(s, LOSSES)
         _check(not self.crf or self.loss == "ce", s, "crf: true trains with the CRF likelihood; set loss: ce")
-        _check(len(self.datasets) > 0, s, "datasets must list at least one catalogue entry")
-        _check_names(self.datasets, s, "datasets")
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneClassificationConfig(_FinetuneConfig):
-    datasets: tuple[str, ...]
-
     def __post_init__(self) -> None:
-        s = "finetune_classification"
-        self._check_common(s, ("ce", "inverse_frequency", "effective_number"))
-        _check(len(self.datasets) > 0, s, "datasets must list at least one catalogue entry")
-        _check_names(self.datasets, s, "datasets")
+        self._check_common("finetune_classification", ("ce", "inverse_frequency", "effective_number"))
 
 
 @dataclasses.dataclass(frozen=True)

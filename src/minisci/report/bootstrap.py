@@ -74,6 +74,20 @@ def macro_f1_from_counts(c: np.ndarray, n_labels: int) -> np.ndarray:
     return np.mean(f1s, axis=0)
 
 
+def _interval(diffs: np.ndarray, observed: float) -> dict:
+    """The observed difference, the 95% percentile interval of the resampled ones, and the two-sided
+    p-value of the bootstrap distribution shifted to the null."""
+    centred = np.abs(diffs - diffs.mean())
+    p = float((np.sum(centred >= abs(observed) - 1e-12) + 1) / (len(diffs) + 1))
+    return {
+        "difference": round(observed, 4),
+        "ci_low": round(float(np.percentile(diffs, 2.5)), 4),
+        "ci_high": round(float(np.percentile(diffs, 97.5)), 4),
+        "p_value": round(min(1.0, p), 4),
+        "resamples": len(diffs),
+    }
+
+
 def paired_bootstrap(counts_a: np.ndarray, counts_b: np.ndarray, metric, n_resamples: int, seed: int) -> dict:
     """Difference metric(b) - metric(a) on the test set, its 95% interval and two-sided p-value.
 
@@ -88,15 +102,7 @@ def paired_bootstrap(counts_a: np.ndarray, counts_b: np.ndarray, metric, n_resam
     for start in range(0, n_resamples, 200):  # chunks keep memory at 200 x n multiplicities
         m = rng.multinomial(n, np.full(n, 1.0 / n), size=min(200, n_resamples - start)).astype(float)
         diffs[start : start + len(m)] = metric(m @ counts_b) - metric(m @ counts_a)
-    centred = np.abs(diffs - diffs.mean())
-    p = float((np.sum(centred >= abs(observed) - 1e-12) + 1) / (n_resamples + 1))
-    return {
-        "difference": round(observed, 4),
-        "ci_low": round(float(np.percentile(diffs, 2.5)), 4),
-        "ci_high": round(float(np.percentile(diffs, 97.5)), 4),
-        "p_value": round(min(1.0, p), 4),
-        "resamples": n_resamples,
-    }
+    return _interval(diffs, observed)
 
 
 def _resampled_scores(per_seed: list[np.ndarray], weights: np.ndarray, metric) -> np.ndarray:
@@ -131,15 +137,9 @@ def seed_bootstrap(counts_a: list[np.ndarray], counts_b: list[np.ndarray], metri
         delta = _resampled_scores(counts_b, m, metric) - _resampled_scores(counts_a, m, metric)
         drawn = seed_rng.integers(n_seeds, size=delta.shape)
         diffs[start : start + len(m)] = np.take_along_axis(delta, drawn, axis=1).mean(axis=1)
-    centred = np.abs(diffs - diffs.mean())
-    p = float((np.sum(centred >= abs(observed) - 1e-12) + 1) / (n_resamples + 1))
     sd = 1 if n_seeds > 1 else 0  # sample sd; 0 for a single seed
     return {
-        "difference": round(observed, 4),
-        "ci_low": round(float(np.percentile(diffs, 2.5)), 4),
-        "ci_high": round(float(np.percentile(diffs, 97.5)), 4),
-        "p_value": round(min(1.0, p), 4),
-        "resamples": n_resamples,
+        **_interval(diffs, observed),
         "seeds": n_seeds,
         "mean_a": round(float(score_a.mean()), 4),
         "sd_a": round(float(score_a.std(ddof=sd)), 4),
