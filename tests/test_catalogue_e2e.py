@@ -37,7 +37,7 @@ def user_classification(root):
     }
     for split, n in (("train", 45), ("dev", 9), ("test", 9)):
         rows = [
-            {"sentence": f"{FILLER[i % 6]} {cue[lab]} smith", "intent": lab}
+            {"sentence": f"{FILLER[i % 6]} {cue[lab]} smith {split} {i}", "intent": lab}
             for i, lab in enumerate(list(cue) * (n // 3))
         ]
         rows += rows[:1] if split == "train" else []

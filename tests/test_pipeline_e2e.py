@@ -98,8 +98,8 @@ def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tmp_path):
     ran = sorted(line.split("'")[1] for line in rerun.splitlines() if line.startswith("Running stage"))
     assert ran == [
         "export_metrics",
-        "finetune_embeddings",
         "finetune_classification@scicite-adapted",
+        "finetune_embeddings",
         "finetune_ner@bc5cdr-adapted",
         "pretrain",
     ]

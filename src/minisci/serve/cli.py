@@ -21,6 +21,7 @@ from pathlib import Path
 
 from minisci.errors import DataFormatError, MinisciError
 from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
+from minisci.stage import describe
 
 # ANSI/VT escape sequences (CSI, OSC, two-character) and the remaining C0/C1 control characters
 CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|[\x00-\x1f\x7f-\x9f]")
@@ -312,16 +313,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.fn(args)
-    except MinisciError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except LIBRARY_ERRORS as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        print(f"error: {type(e).__name__}: {first}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        message = describe(e)  # the stages' own translation of user-fixable errors
+        if message is None and isinstance(e, LIBRARY_ERRORS):  # a library error with no file to name
+            message = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return 1
     return 0
 
 
