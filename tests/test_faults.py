@@ -260,3 +260,51 @@ def test_run_stage_keeps_tracebacks_for_bugs_and_exit_2_for_usage():
     with pytest.raises(SystemExit) as e:
         run_stage(_raise(SystemExit(2)))
     assert e.value.code == 2
+
+
+def _strays(root: Path) -> list[str]:
+    """Temporaries of a killed atomic write (``.NAME.*.tmp`` / ``.old``) anywhere in a project."""
+    return sorted(p.name for p in root.rglob(".*") if p.name.endswith((".tmp", ".old")))
+
+
+def _results(proj: Path) -> dict:
+    m = json.loads((proj / "metrics/finetune_ner/bc5cdr/baseline.json").read_text())
+    return {k: v for k, v in m.items() if k not in ("wall_seconds", "environment")}
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted_metrics(tmp_path):
+    """`kill -9` of `dvc repro` in the middle of fine-tuning (after an epoch checkpoint), then
+    `dvc repro` again: it resumes, ends with the metrics of an uninterrupted run, and leaves no strays."""
+    import signal
+    import time
+
+    from conftest import make_project, run
+
+    overrides = {"finetune_ner": {"epochs": 4.0}}
+    stage = "finetune_ner@bc5cdr-baseline"
+    ref = make_project(tmp_path / "ref", overrides)
+    run(["dvc", "repro", stage], ref)
+    proj = make_project(tmp_path / "proj", overrides)
+    run(["dvc", "repro", "base_model", "prepare_data@bc5cdr"], proj)
+    env = {**os.environ, "MINISCI_DATA_MIRROR": str(FIXTURE_MIRROR)}
+    proc = subprocess.Popen(
+        ["dvc", "repro", stage],
+        cwd=proj,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    ckpts = proj / "models/finetune_checkpoints/ner/bc5cdr/baseline/seed13"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not list(ckpts.glob("checkpoint-*/trainer_state.json")):
+        time.sleep(0.2)
+    assert proc.poll() is None, "the stage finished before it could be killed; raise the epochs"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (proj / "metrics/finetune_ner/bc5cdr/baseline.json").exists()
+    out = run(["dvc", "repro", stage], proj).stdout
+    assert f"Running stage '{stage}'" in out
+    assert _results(proj) == _results(ref)
+    assert _strays(proj) == []
