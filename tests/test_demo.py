@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from minisci.errors import MinisciError
 from minisci.serve import demo
@@ -69,19 +70,28 @@ def test_uploaded_collection_errors_name_the_upload(tiny_model_dir):
     assert index.search("aspirin", k=1)[0]["id"] == "a"
 
 
-def test_demo_command_options(capsys):
+def test_demo_command_options(capsys, monkeypatch, tmp_path):
     from minisci.serve import cli
+
+    monkeypatch.chdir(REPO)  # the defaults follow the working directory's params.yaml
 
     args = cli.build_parser().parse_args(["demo", "--index", "idx", "--port", "9000"])
     assert (args.ner, args.cite, args.embeddings, args.index, args.host, args.port) == (
-        demo.DEFAULT_NER,
-        demo.DEFAULT_CITE,
+        "models/finetune_ner/bc5cdr/adapted",
+        "models/finetune_classification/scicite/adapted",
         demo.DEFAULT_EMBEDDINGS,
         "idx",
         "127.0.0.1",
         9000,
     )
     assert "--browser.gatherUsageStats=false" in demo.streamlit_flags("127.0.0.1", 9000)
+    (tmp_path / "params.yaml").write_text("finetune_ner:\n  datasets: [mine]\n")
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser().parse_args(["demo"])
+    assert (args.ner, args.cite) == (
+        "models/finetune_ner/mine/adapted",
+        "models/finetune_classification/<dataset>/adapted",
+    )
 
 
 def app(monkeypatch, **paths):

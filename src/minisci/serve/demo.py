@@ -27,13 +27,11 @@ def pipeline_model(stage: str, params: str | Path = "params.yaml") -> str:
         import yaml
 
         first = yaml.safe_load(Path(params).read_text(encoding="utf-8"))[stage]["datasets"][0]
-    except (OSError, KeyError, IndexError, TypeError, ValueError):
+    except (OSError, KeyError, IndexError, TypeError, ValueError, yaml.YAMLError):  # no usable params: a placeholder
         return f"models/{stage}/<dataset>/adapted"
     return f"models/{stage}/{first}/adapted"
 
 
-DEFAULT_NER = pipeline_model("finetune_ner")
-DEFAULT_CITE = pipeline_model("finetune_classification")
 DEFAULT_EMBEDDINGS = "models/embeddings"
 
 # ~25,000 word pieces, ~100 windows: a few seconds of tagging on a laptop CPU. The page answers one
@@ -77,8 +75,10 @@ def launch(ner: str, cite: str, embeddings: str, index: str | None, host: str, p
 def page_parser() -> argparse.ArgumentParser:
     """The options of ``minisci demo`` that the page itself receives."""
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--ner", default=DEFAULT_NER, help=f"NER model directory (default: {DEFAULT_NER})")
-    p.add_argument("--cite", default=DEFAULT_CITE, help=f"citation intent model directory (default: {DEFAULT_CITE})")
+    # read when the parser is built (from the working directory's params.yaml), not at import time
+    ner, cite = pipeline_model("finetune_ner"), pipeline_model("finetune_classification")
+    p.add_argument("--ner", default=ner, help=f"NER model directory (default: {ner})")
+    p.add_argument("--cite", default=cite, help=f"citation intent model directory (default: {cite})")
     p.add_argument(
         "--embeddings",
         default=DEFAULT_EMBEDDINGS,
