@@ -109,3 +109,24 @@ def test_data_layer_imports_no_model_code():
     for path in (SRC / "minisci" / "data").glob("*.py"):
         bad = [m for m in minisci_imports(path) if m.startswith(FORBIDDEN["data"])]
         assert not bad, f"{path.name} imports {bad}"
+
+
+def test_no_stage_declares_a_persist_output():
+    """DVC neither run-caches a stage with a ``persist`` output nor finds it up to date in a queued
+    experiment's fresh temporary workspace (where the uncached persist directory is missing), so
+    every ``dvc exp run --queue`` would retrain every model. Resume checkpoints are therefore plain
+    git-ignored directories passed with ``--checkpoints``, not outputs."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    persist = [
+        (name, next(iter(out)))
+        for name, stage in stages.items()
+        for out in stage.get("do", stage).get("outs", [])
+        if isinstance(out, dict) and next(iter(out.values())).get("persist")
+    ]
+    assert persist == []
+    gitignore = (REPO / ".gitignore").read_text().split()
+    for stage in stages.values():
+        cmd = stage.get("do", stage)["cmd"]
+        if "--checkpoints" in cmd:
+            path = cmd.split("--checkpoints", 1)[1].split()[0]
+            assert "/" + "/".join(path.split("/")[:2]) + "/" in gitignore, path
