@@ -72,15 +72,16 @@ def test_inference_benchmark_on_tiny_models(benchmarks, tiny_finetuned, capsys):
     )
     out = capsys.readouterr().out
     assert out.startswith("machine: ") and "avx512_bf16=" in out and "threads" in out
-    # per task: 3 peers (pipeline batched, ORT fp32, ORT int8) and 2 of ours
-    assert out.count("exact fp32") == 2 and len(ratios(out)) == 10
-    for label in ("peer pipeline batch_size=32", "peer ORT fp32", "peer ORT int8"):
-        assert out.count(label) == 2
+    # per task: 3 peers (the pipeline batched on PyTorch, on ORT fp32, on ORT int8) and 4 of ours
+    # (PyTorch fp32 and int8, --backend onnx fp32 and int8)
+    assert out.count("exact fp32") == 2 and len(ratios(out)) == 14
+    for label in ("peer pipeline batch_size=32:", "on ORT fp32:", "on ORT int8:", "ours int8 --backend onnx:"):
+        assert out.count(label) == 2, label
     # the batched peers pad, which can flip a near-tie of a tiny random model: only ours is held to 100%
-    fp32 = [line for line in out.splitlines() if "ours fp32" in line]
+    fp32 = [line for line in out.splitlines() if "ours fp32:" in line]
     assert len(fp32) == 2 and all("identical to pipeline 100.00%" in line for line in fp32)
-    assert out.count("identical to pipeline") == 10
-    assert out.count("vs fastest peer") == 4 and out.count("ORT fp32 as a backend: ") == 2
+    assert out.count("identical to pipeline") == 14
+    assert out.count("vs fastest peer") == 8 and out.count("best of ours at >= 99.9% identical: ") == 2
 
 
 def test_embedding_benchmark_on_a_tiny_model(benchmarks, tmp_path, capsys):

@@ -56,15 +56,24 @@ class NerTagger:
             length (long texts are windowed, not cut).
         precision: ``fp32`` (exactly the transformers pipeline), ``bf16`` or ``int8``
             (see :mod:`minisci.serve.precision`).
+        backend: ``torch``, or ``onnx`` (ONNX Runtime on CPU, fp32 or int8; see
+            :mod:`minisci.serve.onnx_backend`).
 
     Call it on one text for its entities, or on a list of texts for one list per text. An entity is
     ``{"entity_group", "score", "word", "start", "end"}`` with character offsets into the text.
     """
 
-    def __init__(self, model_dir: str | Path, batch_size: int = 32, stride: int = 64, precision: str = "fp32"):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        batch_size: int = 32,
+        stride: int = 64,
+        precision: str = "fp32",
+        backend: str = "torch",
+    ):
         self.model_dir = check_task(model_dir, "ner")
         self.batch_size = batch_size
-        self.pipe = inference.token_classifier(self.model_dir, stride=stride, precision=precision)
+        self.pipe = inference.token_classifier(self.model_dir, stride=stride, precision=precision, backend=backend)
 
     @property
     def labels(self) -> list[str]:
@@ -86,16 +95,16 @@ class NerTagger:
 class CitationClassifier:
     """Citation intent classifier on a ``finetune_classification`` model, as ``minisci cite``.
 
-    Args: ``model_dir``, ``batch_size`` and ``precision`` as for :class:`NerTagger`.
+    Args: ``model_dir``, ``batch_size``, ``precision`` and ``backend`` as for :class:`NerTagger`.
 
     Call it on one text for ``{"label", "score", "scores"}`` (``scores``: every label's probability),
     or on a list of texts for one such dict per text.
     """
 
-    def __init__(self, model_dir: str | Path, batch_size: int = 32, precision: str = "fp32"):
+    def __init__(self, model_dir: str | Path, batch_size: int = 32, precision: str = "fp32", backend: str = "torch"):
         self.model_dir = check_task(model_dir, "cite")
         self.batch_size = batch_size
-        self.pipe = inference.text_classifier(self.model_dir, precision=precision)
+        self.pipe = inference.text_classifier(self.model_dir, precision=precision, backend=backend)
 
     @property
     def labels(self) -> list[str]:

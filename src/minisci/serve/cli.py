@@ -80,7 +80,7 @@ def cmd_ner(args) -> None:
     from minisci.serve.inference import tag, token_classifier
 
     texts = _texts(args)
-    pipe = token_classifier(args.model, precision=args.precision, device=args.device)
+    pipe = token_classifier(args.model, precision=args.precision, device=args.device, backend=args.backend)
     with _progress(None, "tagging", unit="window") as bar:
         results = tag(pipe, texts, args.batch_size, progress=bar.update)
     _emit(
@@ -100,7 +100,7 @@ def cmd_cite(args) -> None:
     from minisci.serve.inference import classify, text_classifier
 
     texts = _texts(args)
-    pipe = text_classifier(args.model, precision=args.precision, device=args.device)
+    pipe = text_classifier(args.model, precision=args.precision, device=args.device, backend=args.backend)
     with _progress(len(texts), "classifying") as bar:
         results = classify(pipe, texts, args.batch_size, progress=bar.update)
     _emit(
@@ -253,6 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--file", help="UTF-8 file with one text per line")
         sp.add_argument("--batch-size", type=at_least(1), default=32, help="texts per length-sorted batch")
         add_precision(sp)
+        sp.add_argument(
+            "--backend",
+            choices=("torch", "onnx"),
+            default="torch",
+            help="torch: PyTorch; onnx: ONNX Runtime on CPU (fp32 or int8; exported once into $MINISCI_CACHE, "
+            "default ~/.cache/minisci), faster for NER on CPUs measured so far (benchmarks/inference_speed.py)",
+        )
     sp = add("index", cmd_index, "embed a JSONL collection (id, title, text, authors) into a search index")
     sp.add_argument(
         "--model",

@@ -23,27 +23,38 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 TASK_OF = {"token-classification": "ner", "text-classification": "cite"}
 
 
-def _pipeline(task: str, model_dir: str | Path, precision: str, device: str = "auto", **kwargs):
+def _pipeline(task: str, model_dir: str | Path, precision: str, device: str, backend: str, **kwargs):
     """The transformers pipeline for ``task`` around a model checked by :func:`load_task_model`."""
     from transformers import pipeline
 
+    from minisci.serve.onnx_backend import BACKENDS, use_onnx
+
+    if backend not in BACKENDS:
+        raise MinisciError(f"unknown backend {backend!r}; choose from {list(BACKENDS)}")
     model, tokenizer = load_task_model(model_dir, TASK_OF[task], resolve_device(device))
     pipe = pipeline(task, model=model, tokenizer=tokenizer, device=model.device, **kwargs)
+    if backend == "onnx":
+        return use_onnx(pipe, model_dir, precision)
     apply_precision(pipe.model, precision)
     return pipe
 
 
-def token_classifier(model_dir: str | Path, stride: int = 64, precision: str = "fp32", device: str = "auto"):
+def token_classifier(
+    model_dir: str | Path, stride: int = 64, precision: str = "fp32", device: str = "auto", backend: str = "torch"
+):
     """A token-classification pipeline (aggregation "first"); texts longer than the model's maximum
     length are split into overlapping windows (``stride`` tokens of overlap), not cut. A CRF-trained
     model is decoded by :func:`tag` with its constrained Viterbi, as the stage's evaluation does.
-    ``precision``: see :mod:`minisci.serve.precision` (fp32 is the pipeline exactly)."""
-    return _pipeline("token-classification", model_dir, precision, device, aggregation_strategy="first", stride=stride)
+    ``precision``: see :mod:`minisci.serve.precision` (fp32 is the pipeline exactly). ``backend``:
+    ``torch``, or ``onnx`` (ONNX Runtime on CPU, fp32 or int8; see :mod:`minisci.serve.onnx_backend`)."""
+    return _pipeline(
+        "token-classification", model_dir, precision, device, backend, aggregation_strategy="first", stride=stride
+    )
 
 
-def text_classifier(model_dir: str | Path, precision: str = "fp32", device: str = "auto"):
-    """A text-classification pipeline returning every label's score; ``precision`` as above."""
-    return _pipeline("text-classification", model_dir, precision, device, top_k=None, truncation=True)
+def text_classifier(model_dir: str | Path, precision: str = "fp32", device: str = "auto", backend: str = "torch"):
+    """A text-classification pipeline returning every label's score; ``precision`` and ``backend`` as above."""
+    return _pipeline("text-classification", model_dir, precision, device, backend, top_k=None, truncation=True)
 
 
 def _pad(chunks: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
