@@ -105,3 +105,14 @@ def test_logged_command_reproduces_a_real_experiment(tmp_path):
     assert {k: again[k] for k in ("train.lr", "train.nsp", "ner.delta.f1", "ner.delta.p_value")} == {
         k: row[k] for k in ("train.lr", "train.nsp", "ner.delta.f1", "ner.delta.p_value")
     }
+
+
+def test_older_commits_without_experiments_are_left_out():
+    """--all-commits lists every commit: HEAD stays as the reference, older commits only with experiments."""
+    show = json.loads(SAMPLE.read_text())
+    head = next(c for c in show if c["rev"] != "workspace")
+    older_empty = {**head, "rev": "1" * 40, "name": None, "experiments": None}
+    older_with = {**head, "rev": "2" * 40, "name": None}
+    rows = experiment_rows([*show, older_empty, older_with], "metrics/summary.json")
+    assert [r["rev"] for r in rows if r["baseline"] is None] == [head["rev"][:7], "2222222"]
+    assert len(rows) == 2 * len(experiment_rows(show, "metrics/summary.json"))

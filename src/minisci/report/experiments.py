@@ -7,7 +7,8 @@ Each baseline commit is a row, followed by its experiments (oldest first). A row
 that differ from its baseline commit anywhere in the log (one column per such key), the headline
 metrics (keys of ``--metrics-file`` containing any of the ``--metrics`` substrings), and the
 ``dvc exp run -S key=value ...`` command that reproduces the experiment from its baseline commit.
-Without ``--json`` the script runs ``dvc exp show --json`` in the current directory.
+Without ``--json`` the script runs ``dvc exp show --json --all-commits`` in the current directory, so
+experiments of earlier baseline commits stay in the log after new commits.
 """
 
 from __future__ import annotations
@@ -65,10 +66,13 @@ def _row(entry: dict, metrics_file: str, baseline: str | None, state: str) -> di
 
 
 def experiment_rows(show: list[dict], metrics_file: str) -> list[dict]:
-    """Baseline commits, each followed by its experiments (oldest first); the workspace is left out."""
+    """Baseline commits, each followed by its experiments (oldest first). The workspace is left out,
+    and so are older commits without experiments (``dvc exp show --all-commits`` lists every commit):
+    the first commit (HEAD) is always a row, as the reference the log is read against."""
     rows = []
-    for commit in show:
-        if commit.get("rev") == "workspace":
+    commits = [c for c in show if c.get("rev") != "workspace"]
+    for i, commit in enumerate(commits):
+        if i > 0 and not commit.get("experiments"):
             continue
         base = _row(commit, metrics_file, None, "baseline")
         exps = []
@@ -135,12 +139,14 @@ def experiments_table(rows: list[dict], metric_patterns: tuple[str, ...]) -> str
 
 def dvc_exp_show() -> list[dict]:
     try:
-        proc = subprocess.run(["dvc", "exp", "show", "--json"], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            ["dvc", "exp", "show", "--json", "--all-commits"], capture_output=True, text=True, check=False
+        )
     except FileNotFoundError:
         raise MinisciError("dvc exp show: the dvc command is not installed") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        raise MinisciError(f"dvc exp show --json failed ({proc.returncode}): {last}")
+        raise MinisciError(f"dvc exp show --json --all-commits failed ({proc.returncode}): {last}")
     return json.loads(proc.stdout)
 
 
