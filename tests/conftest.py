@@ -40,14 +40,24 @@ TINY_OVERRIDES = {
         "head_warmup_steps": 2,
         "logging_steps": 2,
         "save_steps": 4,
+        "vocab_extension": 0,  # the vocabulary-extension tests set it themselves
     },
     "sample_corpus": {
         "n_docs": 30,
         "biomedical_ratio": 0.8,
         "punkt_train_chars": 200_000,
+        "tapt_datasets": [],  # the tests of task-adaptive pretraining set it themselves
     },
     "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
-    "finetune_ner": {"epochs": 1.0, "batch_size": 8, "eval_batch_size": 16, "max_length": 64, "logging_steps": 2},
+    # one seed, whatever the default's count: the tiny pipeline tests the stages, not the statistics
+    "finetune_ner": {
+        "epochs": 1.0,
+        "batch_size": 8,
+        "eval_batch_size": 16,
+        "max_length": 64,
+        "logging_steps": 2,
+        "seeds": [13],
+    },
     "finetune_classification": {
         "epochs": 1.0,
         "batch_size": 8,
@@ -234,7 +244,14 @@ def tiny_finetuned(tmp_path_factory, tiny_model_dir) -> dict:
 
     root = tmp_path_factory.mktemp("tiny-finetuned")
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    fast = {"epochs": 6.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5}
+    fast = {
+        "epochs": 6.0,
+        "batch_size": 8,
+        "learning_rate": 5.0e-3,
+        "max_length": 32,
+        "logging_steps": 5,
+        "seeds": [13],
+    }
     ner_data = prepare(learnable_ner_files(root / "data"), "bc5cdr", root / "prepared" / "bc5cdr")
     cite_data = prepare(learnable_scicite_files(root / "data"), "scicite", root / "prepared" / "scicite")
     ner = run_finetune_ner(
