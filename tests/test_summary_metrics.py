@@ -75,3 +75,19 @@ def declared_metrics(node) -> list[str]:
 
 def test_summary_is_the_only_declared_metric():
     assert declared_metrics(yaml.safe_load((REPO / "dvc.yaml").read_text())) == ["metrics/summary.json"]
+
+
+def test_report_headline_shows_the_means_over_seeds_that_the_difference_compares():
+    from minisci.report.export import _headline_rows
+
+    data = synthetic_data(seeds=3)
+    for t in data["tasks"].values():
+        t["published"] = {}
+        t["bootstrap"].update(mean_a=0.8153, sd_a=0.003, mean_b=0.8154, sd_b=0.0301, seeds_b_better=1)
+    ner = next(line for line in _headline_rows(data) if line.startswith("| NER"))
+    assert "| 3 | 81.53 ± 0.30 | 81.54 ± 3.01 | +1.00 |" in ner and "| 1 of 3 seeds |" in ner
+    one = synthetic_data(seeds=1)
+    for t in one["tasks"].values():
+        t["published"] = {}
+    ner = next(line for line in _headline_rows(one) if line.startswith("| NER"))
+    assert "| 1 | 75.00 | 75.00 | +1.00 |" in ner

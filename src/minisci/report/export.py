@@ -211,15 +211,21 @@ def _anchor(published: dict, metric: str) -> str:
 
 def _headline_rows(data: dict) -> list[str]:
     lines = [
-        "| task | dataset | metric | baseline | adapted | difference | 95% CI | p | published (not ours) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | dataset | metric | seeds | baseline | adapted | difference | 95% CI | p | adapted ahead | "
+        "published (not ours) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (task, ds), t in data["tasks"].items():
         spec, boot = TASKS[task], t["bootstrap"]
-        b, a = (t["arms"][arm]["test"][spec.metric] for arm in ARMS)
+        if boot["seeds"] > 1:  # the mean ± sd over seeds, which is what the difference compares
+            b, a = (f"{_pct(boot[f'mean_{x}'])} ± {_pct(boot[f'sd_{x}'])}" for x in "ab")
+            ahead = f"{boot['seeds_b_better']} of {boot['seeds']} seeds"
+        else:
+            b, a = (_pct(t["arms"][arm]["test"][spec.metric]) for arm in ARMS)
+            ahead = "–"
         lines.append(
-            f"| {spec.title} | {ds} | {spec.metric_label} | {_pct(b)} | {_pct(a)} | {100 * boot['difference']:+.2f} | "
-            f"[{100 * boot['ci_low']:+.2f}, {100 * boot['ci_high']:+.2f}] | {boot['p_value']:.3f} | "
+            f"| {spec.title} | {ds} | {spec.metric_label} | {boot['seeds']} | {b} | {a} | {100 * boot['difference']:+.2f} | "
+            f"[{100 * boot['ci_low']:+.2f}, {100 * boot['ci_high']:+.2f}] | {boot['p_value']:.3f} | {ahead} | "
             f"{_anchor(t['published'], spec.metric)} |"
         )
     return lines
@@ -228,10 +234,12 @@ def _headline_rows(data: dict) -> list[str]:
 def _detail_rows(task: str, ds: str, t: dict) -> list[str]:
     spec = TASKS[task]
     heads = [h for h, _ in spec.columns]
+    seeds = t["arms"]["baseline"].get("seeds") or []
+    arm_head = f"arm (seed {seeds[0]} of {seeds})" if len(seeds) > 1 else "arm"
     lines = [
         f"### {spec.title}: {ds}",
         "",
-        f"| arm | {' | '.join(heads)} | dev {spec.metric_label} | best epoch | seconds |",
+        f"| {arm_head} | {' | '.join(heads)} | dev {spec.metric_label} | best epoch | seconds |",
         "|---|" + "---|" * (len(heads) + 3),
     ]
     for arm, m in t["arms"].items():
