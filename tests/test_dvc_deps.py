@@ -112,9 +112,9 @@ def test_data_layer_imports_no_model_code():
 
 
 def test_no_stage_declares_a_persist_output():
-    """DVC neither run-caches a stage with a ``persist`` output nor finds it up to date in a queued
-    experiment's fresh temporary workspace (where the uncached persist directory is missing), so
-    every ``dvc exp run --queue`` would retrain every model. Resume checkpoints are therefore plain
+    """DVC does not find a stage with an uncached ``persist`` output up to date in a queued
+    experiment's fresh temporary workspace (the directory is missing there), so every
+    ``dvc exp run --queue`` would retrain every model. Resume checkpoints are therefore plain
     git-ignored directories passed with ``--checkpoints``, not outputs."""
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     persist = [
