@@ -1,0 +1,583 @@
+"""Studies: two arms of queued experiments compared on one NER test set, with seed-aware significance.
+
+Usage:
+    python -m minisci.report.studies queue [--only NAME ...] [--dry-run]    # dvc exp run --queue ...
+    dvc queue start                                                        # runs them, one at a time
+    python -m minisci.report.studies report                                # tables, JSON and charts
+
+A study (``studies.yaml`` beside this module; ``--spec`` for your own) names a dataset and two sides,
+each the test predictions of one fine-tuned arm: of an experiment (``experiment: NAME``) or of the
+commit that experiment was queued from (``commit_of: NAME``, for comparing with the committed
+default run). Experiments are plain ``dvc exp run`` experiments with ``-S`` overrides and, where a
+study needs one arm only, a stage target, so that a WELT-vs-cross-entropy row costs one arm.
+
+The report reads each experiment's outputs at its git revision through ``dvc.api`` (metrics from
+git, predictions from the local DVC cache), scores every seed's predictions, and compares b with a
+by :func:`minisci.report.bootstrap.seed_bootstrap` over paired seeds and test sentences: entity F1,
+precision and recall overall and F1 per entity type, with the catalogue's published anchors beside
+them. A study whose experiments have not run is listed with the commands that run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from minisci.data.readers import spans
+from minisci.errors import MinisciError
+from minisci.io import atomic_path
+from minisci.report.bootstrap import f1_from_counts, seed_bootstrap
+from minisci.report.experiments import flatten, format_value, read_show
+
+ARMS = ("baseline", "adapted")
+DEFAULT_SPEC = "studies.yaml"  # packaged beside this module
+
+
+# 1. the spec ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    name: str
+    set: dict[str, Any]
+    targets: tuple[str, ...] = ()
+
+    def command(self, queue: bool = False) -> list[str]:
+        cmd = ["dvc", "exp", "run", *(["--queue"] if queue else []), "-n", self.name]
+        cmd += [a for k, v in self.set.items() for a in ("-S", f"{k}={format_value(v)}")]
+        return cmd + list(self.targets)
+
+    def shell(self, queue: bool = False) -> str:
+        return " ".join(shlex.quote(a) for a in self.command(queue))
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    experiment: str
+    arm: str
+    label: str
+    commit_of: bool = False  # the commit the experiment was queued from, not the experiment
+
+    def describe(self) -> str:
+        where = f"the commit {self.experiment} was queued from" if self.commit_of else self.experiment
+        return f"{self.arm} arm of {where}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    name: str
+    title: str
+    dataset: str
+    a: Side
+    b: Side
+
+    def experiments(self) -> list[str]:
+        return list(dict.fromkeys(s.experiment for s in (self.a, self.b)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    experiments: dict[str, Experiment]
+    studies: dict[str, Study]
+
+
+def _mapping(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise MinisciError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _unknown(d: dict, allowed: set[str], where: str) -> None:
+    extra = sorted(set(d) - allowed)
+    if extra:
+        raise MinisciError(f"{where}: unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _side(d: Any, where: str, experiments: dict[str, Experiment]) -> Side:
+    d = _mapping(d, where)
+    _unknown(d, {"experiment", "commit_of", "arm", "label"}, where)
+    if ("experiment" in d) == ("commit_of" in d):
+        raise MinisciError(f"{where}: give exactly one of experiment: NAME or commit_of: NAME")
+    name = d.get("experiment", d.get("commit_of"))
+    if name not in experiments:
+        raise MinisciError(f"{where}: experiment {name!r} is not under experiments:")
+    arm = d.get("arm", "baseline")
+    if arm not in ARMS:
+        raise MinisciError(f"{where}.arm: {arm!r} is not one of {', '.join(ARMS)}")
+    return Side(str(name), arm, str(d.get("label") or arm), commit_of="commit_of" in d)
+
+
+def parse_spec(raw: Any, where: str) -> Spec:
+    raw = _mapping(raw, where)
+    _unknown(raw, {"experiments", "studies"}, where)
+    experiments = {}
+    for name, e in _mapping(raw.get("experiments") or {}, f"{where}: experiments").items():
+        e = _mapping(e, f"{where}: experiments.{name}")
+        _unknown(e, {"set", "targets"}, f"{where}: experiments.{name}")
+        targets = e.get("targets") or []
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            raise MinisciError(f"{where}: experiments.{name}.targets: expected a list of stage names")
+        sets = _mapping(e.get("set") or {}, f"{where}: experiments.{name}.set")
+        experiments[str(name)] = Experiment(str(name), dict(sets), tuple(targets))
+    studies = {}
+    for name, s in _mapping(raw.get("studies") or {}, f"{where}: studies").items():
+        at = f"{where}: studies.{name}"
+        s = _mapping(s, at)
+        _unknown(s, {"title", "dataset", "a", "b"}, at)
+        if not s.get("dataset"):
+            raise MinisciError(f"{at}: dataset: is missing")
+        a, b = _side(s.get("a"), f"{at}.a", experiments), _side(s.get("b"), f"{at}.b", experiments)
+        studies[str(name)] = Study(str(name), str(s.get("title") or name), str(s["dataset"]), a, b)
+    return Spec(experiments, studies)
+
+
+def load_spec(path: str | None = None) -> Spec:
+    if path is None:
+        text = resources.files("minisci.report").joinpath(DEFAULT_SPEC).read_text(encoding="utf-8")
+        return parse_spec(yaml.safe_load(text), f"minisci/report/{DEFAULT_SPEC}")
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise MinisciError(f"{path}: cannot read the studies spec: {str(e).splitlines()[0]}") from None
+    return parse_spec(raw, str(path))
+
+
+# 2. finding experiments in dvc exp show -------------------------------------------------------------
+
+
+def _params(data: dict) -> dict[str, Any]:
+    out = {}
+    for file, content in (data.get("params") or {}).items():
+        prefix = "" if file == "params.yaml" else f"{file}:"
+        out.update({prefix + k: v for k, v in flatten((content or {}).get("data") or {}).items()})
+    return out
+
+
+def _catalog(data: dict) -> dict:
+    """The ``datasets`` catalogue of params.yaml, as nested mappings."""
+    return ((((data.get("params") or {}).get("params.yaml") or {}).get("data") or {}).get("datasets")) or {}
+
+
+def experiment_index(show: list[dict]) -> dict[str, dict]:
+    """Experiment name -> {rev, commit (the revision it was queued from), params, commit_params}:
+    the newest successful run of each name across all baseline commits."""
+    index: dict[str, dict] = {}
+    for commit in show:
+        if commit.get("rev") == "workspace":
+            continue
+        commit_params = _params(commit.get("data") or {})
+        for exp in commit.get("experiments") or []:
+            revs = exp.get("revs") or []
+            state = (exp.get("executor") or {}).get("state")
+            if not revs or revs[0].get("error") or state in {"queued", "running", "failed"}:
+                continue
+            data = revs[0].get("data") or {}
+            entry = {
+                "rev": revs[0]["rev"],
+                "commit": commit["rev"],
+                "timestamp": data.get("timestamp") or "",
+                "params": _params(data),
+                "commit_params": commit_params,
+                "catalog": _catalog(data),
+            }
+            name = revs[0].get("name") or exp.get("name")
+            if name and (name not in index or entry["timestamp"] > index[name]["timestamp"]):
+                index[name] = entry
+    return index
+
+
+def pending_or_done(show: list[dict]) -> set[str]:
+    """Names of the experiments queued, running or run successfully (not failed)."""
+    names = set()
+    for commit in show:
+        for exp in commit.get("experiments") or []:
+            revs = exp.get("revs") or []
+            state = (exp.get("executor") or {}).get("state")
+            if revs and not revs[0].get("error") and state != "failed":
+                names.add(revs[0].get("name") or exp.get("name"))
+    return names
+
+
+# 3. scoring one side --------------------------------------------------------------------------------
+
+
+def _read(root: Path, rev: str, path: str) -> str:
+    import dvc.api
+
+    try:
+        return dvc.api.read(path, repo=str(root), rev=rev)
+    except Exception as e:  # dvc raises many types (missing cache, path not in rev, ...)
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MinisciError(
+            f"{path} at {rev[:7]}: cannot read it ({msg}); its outputs must be in this clone's DVC cache "
+            "(rerun the experiment: python -m minisci.report.studies queue)"
+        ) from None
+
+
+def seed_predictions(rows: list[dict], seeds: list[int]) -> list[list[list[str]]]:
+    """Predicted tag sequences per seed (``preds`` holds every seed's when there are several)."""
+    if len(seeds) == 1:
+        return [[r["pred"] for r in rows]]
+    return [[r["preds"][str(s)] for r in rows] for s in seeds]
+
+
+def counts(gold: list[list[str]], pred: list[list[str]], etype: str | None = None) -> np.ndarray:
+    """Per sentence [true positives, predicted, gold] entity spans, of one type or all."""
+    out = np.zeros((len(gold), 3))
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        gs = {s for s in spans(g) if etype is None or s[0] == etype}
+        ps = {s for s in spans(p) if etype is None or s[0] == etype}
+        out[i] = (len(gs & ps), len(ps), len(gs))
+    return out
+
+
+def precision_from_counts(c: np.ndarray) -> np.ndarray:
+    return np.where(c[..., 1] > 0, c[..., 0] / np.maximum(c[..., 1], 1e-12), 0.0)
+
+
+def recall_from_counts(c: np.ndarray) -> np.ndarray:
+    return np.where(c[..., 2] > 0, c[..., 0] / np.maximum(c[..., 2], 1e-12), 0.0)
+
+
+SCORES = {"precision": precision_from_counts, "recall": recall_from_counts, "f1": f1_from_counts}
+
+
+def _mean_sd(values: list[float]) -> dict:
+    v = np.asarray(values, dtype=float)
+    return {"mean": round(float(v.mean()), 4), "sd": round(float(v.std(ddof=1)) if len(v) > 1 else 0.0, 4)}
+
+
+def score_side(gold: list[list[str]], preds: list[list[list[str]]], types: list[str]) -> tuple[dict, list, dict]:
+    """Per-seed and mean +- sd precision, recall and F1, overall and per type, plus the count arrays."""
+    overall = [counts(gold, p) for p in preds]
+    per_type = {t: [counts(gold, p, t) for p in preds] for t in types}
+    out = {name: _mean_sd([float(f(c.sum(0))) for c in overall]) for name, f in SCORES.items()}
+    out["per_seed"] = {name: [round(float(f(c.sum(0))), 4) for c in overall] for name, f in SCORES.items()}
+    out["per_type"] = {
+        t: {name: _mean_sd([float(f(c.sum(0))) for c in cs]) for name, f in SCORES.items()}
+        | {"support": int(cs[0][:, 2].sum())}
+        for t, cs in per_type.items()
+    }
+    return out, overall, per_type
+
+
+def load_side(root: Path, side: Side, dataset: str, index: dict) -> dict:
+    e = index[side.experiment]
+    rev = e["commit"] if side.commit_of else e["rev"]
+    params = e["commit_params"] if side.commit_of else e["params"]
+    metrics_path = f"metrics/finetune_ner/{dataset}/{side.arm}.json"
+    metrics = json.loads(_read(root, rev, metrics_path))
+    rows = [
+        json.loads(line)
+        for line in _read(root, rev, f"models/finetune_ner/{dataset}/{side.arm}/test_predictions.jsonl").splitlines()
+        if line.strip()
+    ]
+    return {"rev": rev, "params": params, "metrics": metrics, "rows": rows}
+
+
+# 4. a study -------------------------------------------------------------------------------------------
+
+SHOWN_PARAMS = ("loss", "crf", "seeds", "epochs", "learning_rate", "max_train_examples")
+
+
+def run_study(study: Study, root: Path, index: dict, resamples: int, seed: int) -> dict:
+    missing = [name for name in study.experiments() if name not in index]
+    if missing:
+        return {"title": study.title, "dataset": study.dataset, "status": "not run", "missing": missing}
+    sides = {k: load_side(root, getattr(study, k), study.dataset, index) for k in ("a", "b")}
+    seeds = {k: [int(s) for s in v["metrics"]["seeds"]] for k, v in sides.items()}
+    if seeds["a"] != seeds["b"]:
+        raise MinisciError(f"studies.{study.name}: the sides have different seeds ({seeds['a']} vs {seeds['b']})")
+    gold = [r["gold"] for r in sides["a"]["rows"]]
+    if gold != [r["gold"] for r in sides["b"]["rows"]]:
+        raise MinisciError(f"studies.{study.name}: the sides were tested on different test sets")
+    types = sorted({s[0] for g in gold for s in spans(g)})
+    result = {"title": study.title, "dataset": study.dataset, "status": "done", "seeds": seeds["a"], "types": types}
+    scored = {}
+    for k, v in sides.items():
+        side = getattr(study, k)
+        summary, overall, per_type = score_side(gold, seed_predictions(v["rows"], seeds[k]), types)
+        scored[k] = (overall, per_type)
+        result[k] = {
+            "label": side.label,
+            "experiment": side.experiment,
+            "commit_of": side.commit_of,
+            "arm": side.arm,
+            "rev": v["rev"][:7],
+            "queued_from": index[side.experiment]["commit"][:7],
+            "params": {p: v["params"].get(f"finetune_ner.{p}") for p in SHOWN_PARAMS},
+            **summary,
+        }
+    (oa, ta), (ob, tb) = scored["a"], scored["b"]
+    result["delta"] = {name: seed_bootstrap(oa, ob, f, resamples, seed) for name, f in SCORES.items()}
+    if len(types) > 1:
+        result["delta"]["per_type_f1"] = {
+            t: seed_bootstrap(ta[t], tb[t], f1_from_counts, resamples, seed) for t in types
+        }
+    entry = (index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}
+    result["published"] = entry.get("published") or {}
+    return result
+
+
+# 5. Markdown, JSON and charts -------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}"
+
+
+def _diff(d: dict) -> str:
+    return f"{100 * d['difference']:+.2f} [{100 * d['ci_low']:+.2f}, {100 * d['ci_high']:+.2f}], p = {d['p_value']:.3f}"
+
+
+def _published(result: dict, metric: str) -> str:
+    """The catalogue's published test scores for ``f1`` or ``f1.<type>``, as text."""
+    found = result.get("published", {}).get(metric) or {}
+    return ", ".join(f"{system} {_pct(v)}" for system, v in found.items())
+
+
+def _commands(study: Study, spec: Spec) -> list[str]:
+    return [spec.experiments[name].shell(queue=True) for name in study.experiments()]
+
+
+def study_markdown(study: Study, result: dict, spec: Spec) -> str:
+    lines = [f"## {result['title']}", ""]
+    commands = _commands(study, spec)
+    if result["status"] != "done":
+        lines += [f"Not run yet (missing: {', '.join(result['missing'])}). Queue and run it with:", "", "```"]
+        return "\n".join([*lines, *commands, "dvc queue start", "```", ""])
+    a, b = result["a"], result["b"]
+    lines += [
+        f"`{study.dataset}` test set, {len(result['seeds'])} seed(s) {result['seeds']} per side; "
+        f"b − a over paired seeds and test sentences (seed-aware bootstrap, {result['delta']['f1']['resamples']} resamples).",
+        "",
+        "| side | what | rev | loss | CRF | precision | recall | F1 (mean ± sd) | F1 per seed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, s, side in (("a", a, study.a), ("b", b, study.b)):
+        lines.append(
+            f"| {key}: {s['label']} | {side.describe()} | {s['rev']} | {s['params']['loss']} | {format_value(s['params']['crf'])} "
+            f"| {_pct(s['precision']['mean'])} | {_pct(s['recall']['mean'])} "
+            f"| {_pct(s['f1']['mean'])} ± {_pct(s['f1']['sd'])} | {', '.join(_pct(x) for x in s['per_seed']['f1'])} |"
+        )
+    d = result["delta"]
+    lines += [
+        "",
+        f"**{b['label']} − {a['label']}: F1 {_diff(d['f1'])}**; precision {_diff(d['precision'])}; "
+        f"recall {_diff(d['recall'])}. {b['label']} ahead in {d['f1']['seeds_b_better']} of {d['f1']['seeds']} seeds.",
+    ]
+    anchors = _published(result, "f1")
+    if anchors:
+        lines += ["", f"Published test F1 on this set: {anchors}."]
+    if "per_type_f1" in d or any(k.startswith("f1.") for k in result.get("published", {})):
+        lines += [
+            "",
+            f"| type | support | {a['label']} P / R / F1 | {b['label']} P / R / F1 | Δ F1 [95% CI], p | published F1 |",
+            "|---|---|---|---|---|---|",
+        ]
+        for t in result["types"]:
+            pa, pb = a["per_type"][t], b["per_type"][t]
+            delta = _diff(d["per_type_f1"][t]) if "per_type_f1" in d else ""
+            lines.append(
+                f"| {t} | {pa['support']} | {_pct(pa['precision']['mean'])} / {_pct(pa['recall']['mean'])} / "
+                f"{_pct(pa['f1']['mean'])} | {_pct(pb['precision']['mean'])} / {_pct(pb['recall']['mean'])} / "
+                f"{_pct(pb['f1']['mean'])} | {delta} | {_published(result, f'f1.{t}')} |"
+            )
+    origin = sorted({result[k]["queued_from"] for k in ("a", "b")})
+    lines += [
+        "",
+        f"Reproduce: from commit {' / '.join(origin)} (`git checkout {origin[0]}`), run",
+        "",
+        "```",
+        *commands,
+        "dvc queue start",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def headline(result: dict) -> str:
+    if result["status"] != "done":
+        return f"| {result['title']} | | | | | | not run |"
+    d, a, b = result["delta"], result["a"], result["b"]
+    return (
+        f"| {result['title']} | {a['label']} → {b['label']} | {_pct(a['f1']['mean'])} → {_pct(b['f1']['mean'])} "
+        f"| {_diff(d['f1'])} | {100 * d['precision']['difference']:+.2f} / {100 * d['recall']['difference']:+.2f} "
+        f"| {d['f1']['seeds_b_better']} of {d['f1']['seeds']} | done |"
+    )
+
+
+def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -> str:
+    lines = [
+        "# Studies",
+        "",
+        "Generated by `python -m minisci.report.experiments --studies metrics/studies.md` (or "
+        "`python -m minisci.report.studies report`) from the experiments in `dvc exp show` and their "
+        "cached test predictions; the studies are defined in `src/minisci/report/studies.yaml`. "
+        "Scores are test-set entity scores (exact typed spans) in %, mean over seeds; differences are "
+        "b − a with 95% intervals and two-sided p-values from the seed-aware bootstrap.",
+        "",
+        "| study | a → b | F1 | Δ F1 [95% CI], p | Δ precision / Δ recall | b ahead (seeds) | status |",
+        "|---|---|---|---|---|---|---|",
+        *(headline(results[n]) for n in spec.studies),
+        "",
+    ]
+    lines += [f"![{p.stem}]({p.as_posix()})" for p in charts]
+    lines += ["", *(study_markdown(spec.studies[n], results[n], spec) for n in spec.studies)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def charts(results: dict[str, dict], out_dir: Path) -> list[Path]:
+    """pr_tradeoff.png: each seed's (recall, precision) per side, one panel per study; per_type_f1.png:
+    per-type F1 (mean ± sd) of both sides with published anchors, for studies with several types."""
+    done = {n: r for n, r in results.items() if r["status"] == "done"}
+    if not done:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "pr_tradeoff.png"]
+    fig, axes = plt.subplots(1, len(done), figsize=(4.2 * len(done), 3.8), squeeze=False)
+    for ax, r in zip(axes[0], done.values()):
+        for key, marker in (("a", "o"), ("b", "s")):
+            s = r[key]
+            ax.scatter(
+                [100 * x for x in s["per_seed"]["recall"]],
+                [100 * x for x in s["per_seed"]["precision"]],
+                marker=marker,
+                label=s["label"],
+            )
+        lo, hi = ax.get_xlim()
+        for f1 in np.arange(0.5, 1.0, 0.01):  # iso-F1 curves: P = F R / (2R - F)
+            rec = np.linspace(max(lo, 1), hi, 50) / 100
+            with np.errstate(divide="ignore", invalid="ignore"):
+                prec = f1 * rec / (2 * rec - f1)
+            ax.plot(100 * rec, 100 * prec, color="0.85", lw=0.6, zorder=0)
+        ys = [100 * x for k in ("a", "b") for x in r[k]["per_seed"]["precision"]]
+        ax.set_ylim(min(ys) - 1, max(ys) + 1)
+        ax.set_xlim(lo, hi)
+        ax.set_title(r["title"], fontsize=8)
+        ax.set_xlabel("recall (%)")
+        ax.set_ylabel("precision (%)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(written[0], dpi=110)
+    plt.close(fig)
+    typed = {n: r for n, r in done.items() if len(r["types"]) > 1}
+    if typed:
+        written.append(out_dir / "per_type_f1.png")
+        fig, axes = plt.subplots(1, len(typed), figsize=(5 * len(typed), 3.8), squeeze=False)
+        for ax, r in zip(axes[0], typed.values()):
+            x = np.arange(len(r["types"]))
+            for i, key in enumerate(("a", "b")):
+                s = r[key]["per_type"]
+                ax.bar(
+                    x + (i - 0.5) * 0.38,
+                    [100 * s[t]["f1"]["mean"] for t in r["types"]],
+                    0.38,
+                    yerr=[100 * s[t]["f1"]["sd"] for t in r["types"]],
+                    label=r[key]["label"],
+                )
+            for t in r["types"]:
+                for system, score in (r["published"].get(f"f1.{t}") or {}).items():
+                    ax.scatter([r["types"].index(t)], [100 * score], marker="_", s=400, color="k")
+                    ax.annotate(system, (r["types"].index(t) + 0.22, 100 * score), fontsize=6)
+            ax.set_xticks(x, r["types"], fontsize=8)
+            ax.set_ylabel("test F1 (%)")
+            ax.set_title(r["title"], fontsize=8)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(written[1], dpi=110)
+        plt.close(fig)
+    return written
+
+
+def report(
+    spec: Spec, show: list[dict], root: Path, out: Path, json_out: Path, chart_dir: Path, resamples: int, seed: int
+) -> dict[str, dict]:
+    index = experiment_index(show)
+    results = {name: run_study(study, root, index, resamples, seed) for name, study in spec.studies.items()}
+    written = charts(results, chart_dir)
+    rel = [Path(os.path.relpath(p, out.parent)) for p in written]
+    with atomic_path(json_out) as tmp:
+        tmp.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    with atomic_path(out) as tmp:
+        tmp.write_text(studies_markdown(spec, results, rel), encoding="utf-8")
+    done = sum(r["status"] == "done" for r in results.values())
+    print(f"studies: {done} of {len(results)} done -> {out}, {json_out}" + (f", {chart_dir}/" if written else ""))
+    return results
+
+
+# 6. queueing ------------------------------------------------------------------------------------------
+
+
+def queue(spec: Spec, only: list[str], dry_run: bool, show: list[dict] | None) -> list[list[str]]:
+    """``dvc exp run --queue`` for each experiment of the spec (or of ``only``: experiment or study
+    names) that has no successful run yet."""
+    unknown = [n for n in only if n not in spec.experiments and n not in spec.studies]
+    if unknown:
+        raise MinisciError(f"--only: {unknown[0]!r} is neither an experiment nor a study of the spec")
+    wanted = [
+        n
+        for n in spec.experiments
+        if not only or n in only or any(n in spec.studies[s].experiments() for s in only if s in spec.studies)
+    ]
+    present = pending_or_done(show) if show is not None else set()
+    commands = [spec.experiments[n].command(queue=True) for n in wanted if n not in present]
+    for cmd in commands:
+        print(" ".join(shlex.quote(a) for a in cmd))
+        if not dry_run:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+                raise MinisciError(f"{' '.join(cmd[:6])} ...: failed ({proc.returncode}): {last}")
+    if not commands:
+        print("studies: every experiment is queued or has run; nothing to queue")
+    return commands
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    q = sub.add_parser("queue", help="queue the experiments that have not run (dvc exp run --queue)")
+    q.add_argument("--only", nargs="*", default=[], help="experiment or study names (default: all)")
+    q.add_argument("--dry-run", action="store_true", help="print the commands only")
+    r = sub.add_parser("report", help="tables, JSON and charts of the studies")
+    r.add_argument("--out", default="metrics/studies.md")
+    r.add_argument("--json-out", default="metrics/studies.json")
+    r.add_argument("--charts", default="plots/studies")
+    r.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    r.add_argument("--seed", type=int, default=13, help="bootstrap seed")
+    for s in (q, r):
+        s.add_argument("--spec", help=f"studies spec (default: the packaged {DEFAULT_SPEC})")
+        s.add_argument("--json", help="saved output of dvc exp show --json --all-commits (default: run it)")
+    args = p.parse_args(argv)
+    spec = load_spec(args.spec)
+    show = read_show(args.json)
+    if args.command == "queue":
+        queue(spec, args.only, args.dry_run, show)
+    else:
+        report(
+            spec, show, Path.cwd(), Path(args.out), Path(args.json_out), Path(args.charts), args.resamples, args.seed
+        )
+
+
+if __name__ == "__main__":
+    from minisci.stage import run_stage
+
+    sys.exit(run_stage(main))

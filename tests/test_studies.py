@@ -1,0 +1,212 @@
+"""Studies: the spec, the scores and the seed-aware comparison on a tiny real ``dvc exp run`` whose
+answer is known, and the experiment log's commands for the studies' experiments."""
+
+import json
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import yaml
+from conftest import REPO, run
+
+from minisci.errors import MinisciError
+from minisci.report import studies
+from minisci.report.experiments import experiment_rows, experiments_table, spec_commands
+
+SAMPLE = REPO / "tests" / "fixtures" / "dvc_exp_show.json"
+
+SPEC = {
+    "experiments": {
+        "welt": {"set": {"finetune_ner.loss": "welt"}, "targets": ["ner"]},
+        "crf": {"set": {"finetune_ner.crf": True}},
+    },
+    "studies": {
+        "welt_toy": {
+            "title": "WELT against CE, toy",
+            "dataset": "toy",
+            "a": {"commit_of": "welt", "arm": "baseline", "label": "CE"},
+            "b": {"experiment": "welt", "arm": "baseline", "label": "WELT"},
+        },
+        "crf_toy": {
+            "dataset": "toy",
+            "a": {"commit_of": "crf", "label": "softmax"},
+            "b": {"experiment": "crf", "label": "CRF"},
+        },
+    },
+}
+
+
+def test_packaged_spec_parses_and_names_known_stages():
+    spec = studies.load_spec()
+    default = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_ner"]["datasets"]
+    assert "welt_ncbi" in spec.studies and "typed_bc5cdr" in spec.studies
+    for exp in spec.experiments.values():
+        for target in exp.targets:
+            stage, _, item = target.partition("@")
+            assert stage in {"finetune_ner", "finetune_classification", "export_metrics"}
+            if item:  # the matrix item of a targeted arm exists under the experiment's datasets
+                dataset, _, arm = item.rpartition("-")
+                assert arm in studies.ARMS and dataset in exp.set.get("finetune_ner.datasets", default)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"studies": {"s": {"dataset": "toy", "a": {"experiment": "nope"}, "b": {"experiment": "welt"}}}},
+            r"'nope' is not under experiments",
+        ),
+        (
+            {
+                "studies": {
+                    "s": {"dataset": "toy", "a": {"experiment": "welt", "arm": "x"}, "b": {"experiment": "welt"}}
+                }
+            },
+            r"studies\.s\.a\.arm",
+        ),
+        (
+            {
+                "studies": {
+                    "s": {
+                        "dataset": "toy",
+                        "a": {"experiment": "welt", "commit_of": "welt"},
+                        "b": {"experiment": "welt"},
+                    }
+                }
+            },
+            "exactly one of",
+        ),
+        ({"studies": {"s": {"a": {"experiment": "welt"}, "b": {"experiment": "welt"}}}}, "dataset: is missing"),
+        ({"experiments": {"welt": {"set": {}, "target": ["ner"]}}}, "unknown key 'target'"),
+    ],
+)
+def test_bad_spec_is_one_line_error_naming_file_and_key(tmp_path, change, message):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**SPEC, **change}))
+    with pytest.raises(MinisciError, match=message) as e:
+        studies.load_spec(str(path))
+    assert str(e.value).startswith(str(path)) and "\n" not in str(e.value)
+
+
+def test_queue_commands_skip_experiments_that_ran(capsys):
+    spec = studies.parse_spec(SPEC, "spec")
+    show = json.loads(SAMPLE.read_text())
+    commands = studies.queue(spec, [], dry_run=True, show=show)
+    assert commands[0] == ["dvc", "exp", "run", "--queue", "-n", "welt", "-S", "finetune_ner.loss=welt", "ner"]
+    assert commands[1][-2:] == ["-S", "finetune_ner.crf=true"]
+    present = studies.pending_or_done(show)
+    assert present  # the fixture's experiments count as run
+    named = {**SPEC, "experiments": {next(iter(present)): {"set": {}}}, "studies": {}}
+    assert studies.queue(studies.parse_spec(named, "spec"), [], dry_run=True, show=show) == []
+    with pytest.raises(MinisciError, match="--only: 'nope'"):
+        studies.queue(spec, ["nope"], dry_run=True, show=show)
+
+
+def test_scores_per_seed_and_type():
+    gold = [["B-A", "I-A", "O", "B-B"]] * 4
+    seed1 = [["B-A", "I-A", "O", "O"]] * 4  # every B missed: A perfect, B recall 0
+    seed2 = [["B-A", "O", "O", "B-B"]] * 4  # A cut short: a false positive and a miss
+    summary, overall, per_type = studies.score_side(gold, [seed1, seed2], ["A", "B"])
+    assert summary["per_seed"]["precision"] == [1.0, 0.5]
+    assert summary["per_seed"]["recall"] == [0.5, 0.5]
+    assert summary["f1"]["mean"] == pytest.approx((2 / 3 + 0.5) / 2, abs=1e-4)
+    assert summary["per_type"]["B"]["f1"]["mean"] == pytest.approx(0.5)  # 0 and 1
+    assert summary["per_type"]["A"]["support"] == 4
+    np.testing.assert_array_equal(overall[0].sum(0), [4, 4, 8])
+
+
+TOY_STAGE = """\
+import json, os, yaml
+p = yaml.safe_load(open("params.yaml"))["finetune_ner"]
+os.makedirs("models/finetune_ner/toy/baseline", exist_ok=True)
+os.makedirs("metrics/finetune_ner/toy", exist_ok=True)
+rows = []
+for i in range(40):
+    gold = ["B-A", "I-A", "O", "B-B"]
+    preds = {}
+    for s in p["seeds"]:
+        pred = list(gold)
+        if p["loss"] == "ce" and i % 10 == 0:  # CE misses 4 of the 40 A mentions
+            pred[0] = pred[1] = "O"
+        if p["loss"] == "welt" and (i + s) % 4 == 0:  # WELT misses 10 of the 40 B mentions
+            pred[3] = "O"
+        preds[str(s)] = pred
+    rows.append({"gold": gold, "pred": preds[str(p["seeds"][0])], "preds": preds, "sentence": i})
+with open("models/finetune_ner/toy/baseline/test_predictions.jsonl", "w") as f:
+    f.writelines(json.dumps(r) + "\\n" for r in rows)
+json.dump({"seeds": p["seeds"]}, open("metrics/finetune_ner/toy/baseline.json", "w"))
+"""
+
+
+@pytest.mark.slow  # ~20 s of dvc commands on 2 cores
+@pytest.mark.skipif(shutil.which("dvc") is None, reason="needs the dvc command")
+def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
+    # 1. a one-stage DVC project: CE at the baseline commit, WELT as an experiment
+    params = {
+        "finetune_ner": {"loss": "ce", "crf": False, "seeds": [1, 2, 3]},
+        "datasets": {"toy": {"published": {"f1": {"SomeBERT": 0.9}, "f1.A": {"SomeBERT": 0.8}}}},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "ner.py").write_text(TOY_STAGE)
+    stage = {
+        "cmd": "python ner.py",
+        "deps": ["ner.py"],
+        "params": ["finetune_ner", "datasets"],
+        "outs": ["models/finetune_ner", {"metrics/finetune_ner/toy/baseline.json": {"cache": False}}],
+    }
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"ner": stage}}))
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(SPEC))
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "config", "user.email", "t@example.com"],
+        ["git", "config", "user.name", "test"],
+        ["dvc", "init", "-q"],
+        ["dvc", "config", "core.analytics", "false"],
+        ["dvc", "repro", "-q"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "baseline"],
+        ["dvc", "exp", "run", "-q", "-n", "welt", "-S", "finetune_ner.loss=welt", "ner"],
+    ):
+        run(cmd, tmp_path)
+    # 2. the report and the log, as a user runs them
+    env = {"PYTHONPATH": str(REPO / "src")}
+    log = [sys.executable, "-m", "minisci.report.experiments", "--out", "metrics/experiments.md"]
+    run([*log, "--studies", "metrics/studies.md", "--spec", "spec.yaml"], tmp_path, env=env)
+    result = json.loads((tmp_path / "metrics/studies.json").read_text())
+    welt, crf = result["welt_toy"], result["crf_toy"]
+    assert crf["status"] == "not run" and crf["missing"] == ["crf"]
+    assert welt["status"] == "done" and welt["seeds"] == [1, 2, 3] and welt["types"] == ["A", "B"]
+    ce_f1, welt_f1 = 2 * 76 / (76 + 80), 2 * 70 / (70 + 80)  # tp / predicted / gold, known by construction
+    assert welt["a"]["f1"] == {"mean": round(ce_f1, 4), "sd": 0.0}
+    assert welt["b"]["f1"] == {"mean": round(welt_f1, 4), "sd": 0.0}
+    assert welt["a"]["params"]["loss"] == "ce" and welt["b"]["params"]["loss"] == "welt"
+    d = welt["delta"]
+    assert d["f1"]["difference"] == pytest.approx(welt_f1 - ce_f1, abs=1e-4)
+    assert d["f1"]["seeds_b_better"] == 0 and d["f1"]["ci_high"] < 0 and d["f1"]["p_value"] < 0.05
+    assert d["precision"]["difference"] == 0.0  # both only miss: all the change is in recall
+    assert d["recall"]["difference"] == pytest.approx(70 / 80 - 76 / 80, abs=1e-4)
+    assert d["per_type_f1"]["A"]["difference"] > 0 > d["per_type_f1"]["B"]["difference"]
+    markdown = (tmp_path / "metrics/studies.md").read_text()
+    assert "SomeBERT 90.00" in markdown and "| A | 40 |" in markdown
+    assert "dvc exp run --queue -n crf -S finetune_ner.crf=true" in markdown  # the not-run study's command
+    assert (tmp_path / "plots/studies/pr_tradeoff.png").stat().st_size > 0
+    assert (tmp_path / "plots/studies/per_type_f1.png").stat().st_size > 0
+    log_md = (tmp_path / "metrics/experiments.md").read_text()
+    assert "`dvc exp run -n welt -S finetune_ner.loss=welt ner`" in log_md
+
+
+def test_log_uses_the_spec_command_only_when_params_match():
+    show = json.loads(SAMPLE.read_text())
+    rows = experiment_rows(show, "metrics/summary.json")
+    exp = next(r for r in rows if r["baseline"])
+    base = next(r for r in rows if r["name"] == exp["baseline"])
+    changed = {k: v for k, v in exp["params"].items() if base["params"].get(k) != v}
+    matching = {"experiments": {exp["name"]: {"set": changed, "targets": ["ner"]}}}
+    commands = spec_commands(rows, studies.parse_spec(matching, "spec"))
+    assert commands[exp["name"]][0].endswith(" ner") and commands[exp["name"]][1] is True
+    table = experiments_table(rows, ("delta",), commands)
+    line = next(line for line in table.splitlines() if line.startswith(f"| {exp['name']} |"))
+    assert "stage targets" in line
+    other = {"experiments": {exp["name"]: {"set": {"not.this": 1}}}}
+    assert spec_commands(rows, studies.parse_spec(other, "spec")) == {}
