@@ -84,6 +84,11 @@ def test_onnx_refuses_bf16_and_unknown_backends(tiny_finetuned, cache):
     assert not cache.exists() or not list(cache.iterdir())
 
 
+def test_onnx_precision_is_refused_before_the_model_is_loaded(tmp_path, cache):
+    with pytest.raises(MinisciError, match="--backend onnx runs --precision fp32 or int8, not bf16"):
+        token_classifier(tmp_path / "no-such-model", backend="onnx", precision="bf16")
+
+
 def test_cli_backend_onnx(tiny_finetuned, cache, capsys):
     texts = ner_texts(tiny_finetuned["ner_data"], n=5)
     assert cli.main(["ner", "--model", str(tiny_finetuned["ner"]), "--backend", "onnx", "--jsonl", *texts]) == 0

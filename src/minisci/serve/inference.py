@@ -27,10 +27,12 @@ def _pipeline(task: str, model_dir: str | Path, precision: str, device: str, bac
     """The transformers pipeline for ``task`` around a model checked by :func:`load_task_model`."""
     from transformers import pipeline
 
-    from minisci.serve.onnx_backend import BACKENDS, use_onnx
+    from minisci.serve.onnx_backend import BACKENDS, check_onnx, use_onnx
 
     if backend not in BACKENDS:
         raise MinisciError(f"unknown backend {backend!r}; choose from {list(BACKENDS)}")
+    if backend == "onnx":
+        check_onnx(precision)  # before the model is loaded
     model, tokenizer = load_task_model(model_dir, TASK_OF[task], resolve_device(device))
     pipe = pipeline(task, model=model, tokenizer=tokenizer, device=model.device, **kwargs)
     if backend == "onnx":

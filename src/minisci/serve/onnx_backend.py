@@ -149,16 +149,21 @@ def exported(model, model_dir: str | Path, precision: str = "fp32") -> Path:
     return target
 
 
-def use_onnx(pipe, model_dir: str | Path, precision: str):
-    """``pipe`` with its model's forward run by ONNX Runtime (fp32 or dynamic int8), in place."""
+def check_onnx(precision: str) -> None:
+    """Refuse what ``--backend onnx`` cannot run before any model is loaded."""
     if precision not in ONNX_PRECISIONS:
         raise MinisciError(f"--backend onnx runs --precision {' or '.join(ONNX_PRECISIONS)}, not {precision}")
-    if pipe.model.device.type != "cpu":
-        raise MinisciError("--backend onnx runs on CPU; use --backend torch on a GPU")
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
         raise MinisciError("--backend onnx needs onnxruntime: pip install onnxruntime onnx") from None
+
+
+def use_onnx(pipe, model_dir: str | Path, precision: str):
+    """``pipe`` with its model's forward run by ONNX Runtime (fp32 or dynamic int8), in place."""
+    check_onnx(precision)
+    if pipe.model.device.type != "cpu":
+        raise MinisciError("--backend onnx runs on CPU; use --backend torch on a GPU")
     model = pipe.model
     pipe.model = OrtModel(session(exported(model, model_dir, precision)), model.config, getattr(model, "crf", None))
     return pipe
