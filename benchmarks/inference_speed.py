@@ -23,6 +23,7 @@ bf16 (see roofline.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 import time
 from collections.abc import Mapping
@@ -170,7 +171,9 @@ def ours_variants(precisions: list[str], onnx: str) -> list[tuple[str, str]]:
     return out
 
 
+@functools.cache
 def _has_ort() -> bool:
+    """Whether onnxruntime imports; said once per run when it does not."""
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
