@@ -175,7 +175,7 @@ def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     run([*log, "--studies", "metrics/studies.md", "--spec", "spec.yaml"], tmp_path, env=env)
     result = json.loads((tmp_path / "metrics/studies.json").read_text())
     welt, crf = result["welt_toy"], result["crf_toy"]
-    assert crf["status"] == "not run" and crf["missing"] == ["crf"]
+    assert crf["status"] == "not run" and crf["missing"] == {"crf": "not run"}
     assert welt["status"] == "done" and welt["seeds"] == [1, 2, 3] and welt["types"] == ["A", "B"]
     ce_f1, welt_f1 = 2 * 76 / (76 + 80), 2 * 70 / (70 + 80)  # tp / predicted / gold, known by construction
     assert welt["a"]["f1"] == {"mean": round(ce_f1, 4), "sd": 0.0}
@@ -210,3 +210,15 @@ def test_log_uses_the_spec_command_only_when_params_match():
     assert "stage targets" in line
     other = {"experiments": {exp["name"]: {"set": {"not.this": 1}}}}
     assert spec_commands(rows, studies.parse_spec(other, "spec")) == {}
+
+
+def test_experiment_states_from_exp_show():
+    def exp(name, state, error=None):
+        return {"revs": [{"name": name, "rev": name * 4, "error": error}], "executor": state and {"state": state}}
+
+    show = [
+        {"rev": "c1", "experiments": [exp("a", "queued"), exp("b", "running"), exp("c", "failed"), exp("d", None)]},
+        {"rev": "c0", "experiments": [exp("c", "success"), exp("e", "success", error={"msg": "x"})]},
+    ]
+    assert studies.experiment_states(show) == {"a": "queued", "b": "running", "c": "done", "d": "done", "e": "failed"}
+    assert studies.pending_or_done(show) == {"a", "b", "c", "d"}

@@ -197,16 +197,27 @@ def experiment_index(show: list[dict]) -> dict[str, dict]:
     return index
 
 
-def pending_or_done(show: list[dict]) -> set[str]:
-    """Names of the experiments queued, running or run successfully (not failed)."""
-    names = set()
+def experiment_states(show: list[dict]) -> dict[str, str]:
+    """Experiment name -> queued | running | failed | done (a name run more than once: done if any
+    run succeeded, else its last state seen)."""
+    states: dict[str, str] = {}
     for commit in show:
         for exp in commit.get("experiments") or []:
             revs = exp.get("revs") or []
-            state = (exp.get("executor") or {}).get("state")
-            if revs and not revs[0].get("error") and state != "failed":
-                names.add(revs[0].get("name") or exp.get("name"))
-    return names
+            if not revs:
+                continue
+            state = (exp.get("executor") or {}).get("state") or "done"
+            state = "failed" if revs[0].get("error") or state == "failed" else state
+            state = "done" if state == "success" else state
+            name = revs[0].get("name") or exp.get("name")
+            if states.get(name) != "done":
+                states[name] = state
+    return states
+
+
+def pending_or_done(show: list[dict]) -> set[str]:
+    """Names of the experiments queued, running or run successfully (not failed)."""
+    return {name for name, state in experiment_states(show).items() if state != "failed"}
 
 
 # 3. scoring one side --------------------------------------------------------------------------------
@@ -291,9 +302,11 @@ def load_side(root: Path, side: Side, dataset: str, index: dict) -> dict:
 SHOWN_PARAMS = ("loss", "crf", "seeds", "epochs", "learning_rate", "max_train_examples")
 
 
-def run_study(study: Study, root: Path, index: dict, resamples: int, seed: int) -> dict:
+def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples: int, seed: int) -> dict:
     missing = [name for name in study.experiments() if name not in index]
     if missing:
+        states = experiment_states(show)
+        missing = {name: states.get(name, "not run") for name in missing}
         return {"title": study.title, "dataset": study.dataset, "status": "not run", "missing": missing}
     sides = {k: load_side(root, getattr(study, k), study.dataset, index) for k in ("a", "b")}
     seeds = {k: [int(s) for s in v["metrics"]["seeds"]] for k, v in sides.items()}
@@ -355,7 +368,8 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
     lines = [f"## {result['title']}", ""]
     commands = _commands(study, spec)
     if result["status"] != "done":
-        lines += [f"Not run yet (missing: {', '.join(result['missing'])}). Queue and run it with:", "", "```"]
+        missing = ", ".join(f"{name} ({state})" for name, state in result["missing"].items())
+        lines += [f"Not run yet: {missing}. Queue and run it with:", "", "```"]
         return "\n".join([*lines, *commands, "dvc queue start", "```", ""])
     a, b = result["a"], result["b"]
     lines += [
@@ -410,7 +424,8 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
 
 def headline(result: dict) -> str:
     if result["status"] != "done":
-        return f"| {result['title']} | | | | | | not run |"
+        states = sorted(set(result["missing"].values()))
+        return f"| {result['title']} | | | | | | {' / '.join(states)} |"
     d, a, b = result["delta"], result["a"], result["b"]
     return (
         f"| {result['title']} | {a['label']} → {b['label']} | {_pct(a['f1']['mean'])} → {_pct(b['f1']['mean'])} "
@@ -511,7 +526,7 @@ def report(
     spec: Spec, show: list[dict], root: Path, out: Path, json_out: Path, chart_dir: Path, resamples: int, seed: int
 ) -> dict[str, dict]:
     index = experiment_index(show)
-    results = {name: run_study(study, root, index, resamples, seed) for name, study in spec.studies.items()}
+    results = {name: run_study(study, root, show, index, resamples, seed) for name, study in spec.studies.items()}
     written = charts(results, chart_dir)
     rel = [Path(os.path.relpath(p, out.parent)) for p in written]
     with atomic_path(json_out) as tmp:
