@@ -351,7 +351,8 @@ def _pct(x: float) -> str:
 
 
 def _diff(d: dict) -> str:
-    return f"{100 * d['difference']:+.2f} [{100 * d['ci_low']:+.2f}, {100 * d['ci_high']:+.2f}], p = {d['p_value']:.3f}"
+    p = f"{d['p_value']:.4f}" if d["p_value"] < 0.01 else f"{d['p_value']:.3f}"  # 1/(resamples+1) is the floor
+    return f"{100 * d['difference']:+.2f} [{100 * d['ci_low']:+.2f}, {100 * d['ci_high']:+.2f}], p = {p}"
 
 
 def _published(result: dict, metric: str) -> str:
@@ -450,6 +451,11 @@ def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -
         "",
     ]
     lines += [f"![{p.stem}]({p.as_posix()})" for p in charts]
+    if charts:
+        lines += [
+            "",
+            "`pr_tradeoff`: each seed's test precision against recall; grey lines are equal F1, one point apart.",
+        ]
     lines += ["", *(study_markdown(spec.studies[n], results[n], spec) for n in spec.studies)]
     return "\n".join(lines).rstrip() + "\n"
 
