@@ -520,8 +520,9 @@ def charts(results: dict[str, dict], out_dir: Path) -> list[Path]:
                     ax.annotate(system, (r["types"].index(t) + 0.22, 100 * score), fontsize=6)
             ax.set_xticks(x, r["types"], fontsize=8)
             ax.set_ylabel("test F1 (%)")
+            ax.set_ylim(0, 100)
             ax.set_title(r["title"], fontsize=8)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="lower center", ncol=2)  # below the published markers
         fig.tight_layout()
         fig.savefig(written[1], dpi=110)
         plt.close(fig)
