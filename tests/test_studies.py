@@ -139,7 +139,6 @@ json.dump({"seeds": p["seeds"]}, open("metrics/finetune_ner/toy/baseline.json", 
 """
 
 
-@pytest.mark.slow  # ~20 s of dvc commands on 2 cores
 @pytest.mark.skipif(shutil.which("dvc") is None, reason="needs the dvc command")
 def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     # 1. a one-stage DVC project: CE at the baseline commit, WELT as an experiment
