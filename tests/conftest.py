@@ -137,6 +137,23 @@ def run(cmd: list[str], cwd: Path, env: dict | None = None, check: bool = True):
     return proc
 
 
+def git_dvc_project(root: Path, *then: list[str]) -> None:
+    """``root`` (with its dvc.yaml and params.yaml written) as a git + DVC repository with the pipeline
+    reproduced and committed, then run the commands ``then`` in it (e.g. a ``dvc exp run``)."""
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "config", "user.email", "t@example.com"],
+        ["git", "config", "user.name", "test"],
+        ["dvc", "init", "-q"],
+        ["dvc", "config", "core.analytics", "false"],
+        ["dvc", "repro", "-q"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "baseline"],
+        *then,
+    ):
+        run(cmd, root)
+
+
 def make_project(root: Path, overrides: dict | None = None) -> Path:
     """A temporary git + DVC repository with this project's pipeline, tiny params and the
     fixture mirror's manifest: the real stages on tiny data."""

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, run
+from conftest import REPO, git_dvc_project, run
 
 from minisci.errors import MinisciError
 from minisci.report.experiments import experiment_rows, experiments_table, format_value, main
@@ -78,18 +78,9 @@ def test_logged_command_reproduces_a_real_experiment(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"train": {"lr": 0.1, "nsp": True}}))
     stage = {"cmd": TOY_STAGE, "params": ["train"], "metrics": [{"metrics/summary.json": {"cache": False}}]}
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": stage}}))
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "config", "user.email", "t@example.com"],
-        ["git", "config", "user.name", "test"],
-        ["dvc", "init", "-q"],
-        ["dvc", "config", "core.analytics", "false"],
-        ["dvc", "repro", "-q"],
-        ["git", "add", "-A"],
-        ["git", "commit", "-qm", "baseline"],
-        ["dvc", "exp", "run", "-q", "-n", "mlm-only", "-S", "train.lr=0.25", "-S", "train.nsp=false"],
-    ):
-        run(cmd, tmp_path)
+    git_dvc_project(
+        tmp_path, ["dvc", "exp", "run", "-q", "-n", "mlm-only", "-S", "train.lr=0.25", "-S", "train.nsp=false"]
+    )
     # 2. the log, from dvc exp show run by the script itself
     log = [sys.executable, "-m", "minisci.report.experiments", "--out", "metrics/experiments.md"]
     run(log, tmp_path, env={"PYTHONPATH": str(REPO / "src")})

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, run
+from conftest import REPO, git_dvc_project, run
 
 from minisci.errors import MinisciError
 from minisci.report import studies
@@ -156,18 +156,7 @@ def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     }
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"ner": stage}}))
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(SPEC))
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "config", "user.email", "t@example.com"],
-        ["git", "config", "user.name", "test"],
-        ["dvc", "init", "-q"],
-        ["dvc", "config", "core.analytics", "false"],
-        ["dvc", "repro", "-q"],
-        ["git", "add", "-A"],
-        ["git", "commit", "-qm", "baseline"],
-        ["dvc", "exp", "run", "-q", "-n", "welt", "-S", "finetune_ner.loss=welt", "ner"],
-    ):
-        run(cmd, tmp_path)
+    git_dvc_project(tmp_path, ["dvc", "exp", "run", "-q", "-n", "welt", "-S", "finetune_ner.loss=welt", "ner"])
     # 2. the report and the log, as a user runs them
     env = {"PYTHONPATH": str(REPO / "src")}
     log = [sys.executable, "-m", "minisci.report.experiments", "--out", "metrics/experiments.md"]

@@ -38,7 +38,7 @@ from minisci.data.readers import spans
 from minisci.errors import MinisciError
 from minisci.io import atomic_path
 from minisci.report.bootstrap import f1_from_counts, seed_bootstrap
-from minisci.report.experiments import flatten, format_value, read_show
+from minisci.report.experiments import _params, format_value, read_show
 
 ARMS = ("baseline", "adapted")
 DEFAULT_SPEC = "studies.yaml"  # packaged beside this module
@@ -154,14 +154,6 @@ def load_spec(path: str | None = None) -> Spec:
 
 
 # 2. finding experiments in dvc exp show -------------------------------------------------------------
-
-
-def _params(data: dict) -> dict[str, Any]:
-    out = {}
-    for file, content in (data.get("params") or {}).items():
-        prefix = "" if file == "params.yaml" else f"{file}:"
-        out.update({prefix + k: v for k, v in flatten((content or {}).get("data") or {}).items()})
-    return out
 
 
 def _catalog(data: dict) -> dict:
