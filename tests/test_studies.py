@@ -34,6 +34,7 @@ SPEC = {
             "b": {"experiment": "crf", "label": "CRF"},
         },
     },
+    "curves": {"budget": {"title": "Toy curve", "x_label": "budget", "points": {1: "welt_toy", 2: "crf_toy"}}},
 }
 
 
@@ -79,6 +80,8 @@ def test_packaged_spec_parses_and_names_known_stages():
         ),
         ({"studies": {"s": {"a": {"experiment": "welt"}, "b": {"experiment": "welt"}}}}, "dataset: is missing"),
         ({"experiments": {"welt": {"set": {}, "target": ["ner"]}}}, "unknown key 'target'"),
+        ({"curves": {"c": {"points": {1: "nope"}}}}, r"curves\.c\.points\.1: study 'nope'"),
+        ({"curves": {"c": {"points": {"many": "welt_toy"}}}}, r"curves\.c\.points: 'many' is not a number"),
     ],
 )
 def test_bad_spec_is_one_line_error_naming_file_and_key(tmp_path, change, message):
@@ -97,7 +100,7 @@ def test_queue_commands_skip_experiments_that_ran(capsys):
     assert commands[1][-2:] == ["-S", "finetune_ner.crf=true"]
     present = studies.pending_or_done(show)
     assert present  # the fixture's experiments count as run
-    named = {**SPEC, "experiments": {next(iter(present)): {"set": {}}}, "studies": {}}
+    named = {**SPEC, "experiments": {next(iter(present)): {"set": {}}}, "studies": {}, "curves": {}}
     assert studies.queue(studies.parse_spec(named, "spec"), [], dry_run=True, show=show) == []
     with pytest.raises(MinisciError, match="--only: 'nope'"):
         studies.queue(spec, ["nope"], dry_run=True, show=show)
@@ -180,6 +183,10 @@ def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     assert "dvc exp run --queue -n crf -S finetune_ner.crf=true" in markdown  # the not-run study's command
     assert (tmp_path / "plots/studies/pr_tradeoff.png").stat().st_size > 0
     assert (tmp_path / "plots/studies/per_type_f1.png").stat().st_size > 0
+    # the curve: the done study's difference at x = 1, the not-run one named at x = 2
+    assert "## Toy curve" in markdown and f"| 1 | welt_toy | {100 * ce_f1:.2f} → {100 * welt_f1:.2f} |" in markdown
+    assert "| 2 | crf_toy | | | not run |" in markdown
+    assert (tmp_path / "plots/studies/curve_budget.png").stat().st_size > 0
     log_md = (tmp_path / "metrics/experiments.md").read_text()
     assert "`dvc exp run -n welt -S finetune_ner.loss=welt ner`" in log_md
 

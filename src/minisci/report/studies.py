@@ -16,6 +16,9 @@ git, predictions from the local DVC cache), scores every seed's predictions, and
 by :func:`minisci.report.bootstrap.seed_bootstrap` over paired seeds and test sentences: entity F1,
 precision and recall overall and F1 per entity type, with the catalogue's published anchors beside
 them. A study whose experiments have not run is listed with the commands that run it.
+
+A curve (``curves:``) puts several studies' F1 differences on one axis, for example adapted − baseline
+against pretraining steps: a table and a chart of b − a with its interval at each x.
 """
 
 from __future__ import annotations
@@ -87,9 +90,18 @@ class Study:
 
 
 @dataclasses.dataclass(frozen=True)
+class Curve:
+    name: str
+    title: str
+    x_label: str
+    points: tuple[tuple[float, str], ...]  # (x, study name), ascending x
+
+
+@dataclasses.dataclass(frozen=True)
 class Spec:
     experiments: dict[str, Experiment]
     studies: dict[str, Study]
+    curves: dict[str, Curve] = dataclasses.field(default_factory=dict)
 
 
 def _mapping(value: Any, where: str) -> dict:
@@ -120,7 +132,7 @@ def _side(d: Any, where: str, experiments: dict[str, Experiment]) -> Side:
 
 def parse_spec(raw: Any, where: str) -> Spec:
     raw = _mapping(raw, where)
-    _unknown(raw, {"experiments", "studies"}, where)
+    _unknown(raw, {"experiments", "studies", "curves"}, where)
     experiments = {}
     for name, e in _mapping(raw.get("experiments") or {}, f"{where}: experiments").items():
         e = _mapping(e, f"{where}: experiments.{name}")
@@ -139,7 +151,22 @@ def parse_spec(raw: Any, where: str) -> Spec:
             raise MinisciError(f"{at}: dataset: is missing")
         a, b = _side(s.get("a"), f"{at}.a", experiments), _side(s.get("b"), f"{at}.b", experiments)
         studies[str(name)] = Study(str(name), str(s.get("title") or name), str(s["dataset"]), a, b)
-    return Spec(experiments, studies)
+    curves = {}
+    for name, c in _mapping(raw.get("curves") or {}, f"{where}: curves").items():
+        at = f"{where}: curves.{name}"
+        c = _mapping(c, at)
+        _unknown(c, {"title", "x_label", "points"}, at)
+        points = _mapping(c.get("points"), f"{at}.points")
+        for x, study in points.items():
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise MinisciError(f"{at}.points: {x!r} is not a number (points map x values to study names)")
+            if study not in studies:
+                raise MinisciError(f"{at}.points.{x}: study {study!r} is not under studies:")
+        if not points:
+            raise MinisciError(f"{at}.points: is empty")
+        ordered = tuple(sorted((float(x), str(st)) for x, st in points.items()))
+        curves[str(name)] = Curve(str(name), str(c.get("title") or name), str(c.get("x_label") or "x"), ordered)
+    return Spec(experiments, studies, curves)
 
 
 def load_spec(path: str | None = None) -> Spec:
@@ -427,6 +454,30 @@ def headline(result: dict) -> str:
     )
 
 
+def _x(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
+
+
+def curve_markdown(curve: Curve, results: dict[str, dict]) -> str:
+    lines = [
+        f"## {curve.title}",
+        "",
+        f"| {curve.x_label} | study | a → b F1 | Δ F1 [95% CI], p | b ahead (seeds) |",
+        "|---|---|---|---|---|",
+    ]
+    for x, name in curve.points:
+        r = results[name]
+        if r["status"] != "done":
+            lines.append(f"| {_x(x)} | {name} | | | {' / '.join(sorted(set(r['missing'].values())))} |")
+            continue
+        d = r["delta"]["f1"]
+        lines.append(
+            f"| {_x(x)} | {name} | {_pct(r['a']['f1']['mean'])} → {_pct(r['b']['f1']['mean'])} | {_diff(d)} "
+            f"| {d['seeds_b_better']} of {d['seeds']} |"
+        )
+    return "\n".join([*lines, ""])
+
+
 def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -> str:
     lines = [
         "# Studies",
@@ -448,13 +499,25 @@ def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -
             "",
             "`pr_tradeoff`: each seed's test precision against recall; grey lines are equal F1, one point apart.",
         ]
-    lines += ["", *(study_markdown(spec.studies[n], results[n], spec) for n in spec.studies)]
+    lines += ["", *(curve_markdown(c, results) for c in spec.curves.values())]
+    lines += [*(study_markdown(spec.studies[n], results[n], spec) for n in spec.studies)]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def charts(results: dict[str, dict], out_dir: Path) -> list[Path]:
+def _panels(plt, n: int, width: float, height: float, columns: int = 4):
+    """A figure with ``n`` panels in rows of at most ``columns``; unused panels hidden."""
+    cols = min(n, columns)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | None = None) -> list[Path]:
     """pr_tradeoff.png: each seed's (recall, precision) per side, one panel per study; per_type_f1.png:
-    per-type F1 (mean ± sd) of both sides with published anchors, for studies with several types."""
+    per-type F1 (mean ± sd) of both sides with published anchors, for studies with several types;
+    curve_<name>.png: b − a F1 with its interval against x, for each curve with a done point."""
     done = {n: r for n, r in results.items() if r["status"] == "done"}
     if not done:
         return []
@@ -465,8 +528,8 @@ def charts(results: dict[str, dict], out_dir: Path) -> list[Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "pr_tradeoff.png"]
-    fig, axes = plt.subplots(1, len(done), figsize=(4.2 * len(done), 3.8), squeeze=False)
-    for ax, r in zip(axes[0], done.values()):
+    fig, axes = _panels(plt, len(done), 4.2, 3.8)
+    for ax, r in zip(axes, done.values()):
         for key, marker in (("a", "o"), ("b", "s")):
             s = r[key]
             ax.scatter(
@@ -494,8 +557,8 @@ def charts(results: dict[str, dict], out_dir: Path) -> list[Path]:
     typed = {n: r for n, r in done.items() if len(r["types"]) > 1}
     if typed:
         written.append(out_dir / "per_type_f1.png")
-        fig, axes = plt.subplots(1, len(typed), figsize=(5 * len(typed), 3.8), squeeze=False)
-        for ax, r in zip(axes[0], typed.values()):
+        fig, axes = _panels(plt, len(typed), 5, 3.8, columns=3)
+        for ax, r in zip(axes, typed.values()):
             x = np.arange(len(r["types"]))
             for i, key in enumerate(("a", "b")):
                 s = r[key]["per_type"]
@@ -516,7 +579,24 @@ def charts(results: dict[str, dict], out_dir: Path) -> list[Path]:
             ax.set_title(r["title"], fontsize=8)
             ax.legend(fontsize=7, loc="lower center", ncol=2)  # below the published markers
         fig.tight_layout()
-        fig.savefig(written[1], dpi=110)
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+    for curve in (curves or {}).values():
+        points = [(x, results[n]["delta"]["f1"]) for x, n in curve.points if results[n]["status"] == "done"]
+        if not points:
+            continue
+        written.append(out_dir / f"curve_{curve.name}.png")
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        xs = [x for x, _ in points]
+        ys = np.array([100 * d["difference"] for _, d in points])
+        err = np.array([[y - 100 * d["ci_low"], 100 * d["ci_high"] - y] for y, (_, d) in zip(ys, points)]).T
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=4)
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.set_xlabel(curve.x_label)
+        ax.set_ylabel("Δ test F1 (points, 95% CI)")
+        ax.set_title(curve.title, fontsize=8)
+        fig.tight_layout()
+        fig.savefig(written[-1], dpi=110)
         plt.close(fig)
     return written
 
@@ -526,7 +606,7 @@ def report(
 ) -> dict[str, dict]:
     index = experiment_index(show)
     results = {name: run_study(study, root, show, index, resamples, seed) for name, study in spec.studies.items()}
-    written = charts(results, chart_dir)
+    written = charts(results, chart_dir, spec.curves)
     rel = [Path(os.path.relpath(p, out.parent)) for p in written]
     with atomic_path(json_out) as tmp:
         tmp.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
