@@ -442,15 +442,28 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
     return "\n".join(lines)
 
 
+def _states(result: dict) -> str:
+    """The states of a study's missing experiments (queued / running / failed / not run)."""
+    return " / ".join(sorted(set(result["missing"].values())))
+
+
+def _f1_cells(result: dict) -> tuple[str, str, str]:
+    """A done study's "a → b" F1, its difference with interval and p, and "k of n" seeds ahead."""
+    a, b, d = result["a"], result["b"], result["delta"]["f1"]
+    return (
+        f"{_pct(a['f1']['mean'])} → {_pct(b['f1']['mean'])}",
+        _diff(d),
+        f"{d['seeds_b_better']} of {d['seeds']}",
+    )
+
+
 def headline(result: dict) -> str:
     if result["status"] != "done":
-        states = sorted(set(result["missing"].values()))
-        return f"| {result['title']} | | | | | | {' / '.join(states)} |"
-    d, a, b = result["delta"], result["a"], result["b"]
+        return f"| {result['title']} | | | | | | {_states(result)} |"
+    d, (scores, diff, ahead) = result["delta"], _f1_cells(result)
     return (
-        f"| {result['title']} | {a['label']} → {b['label']} | {_pct(a['f1']['mean'])} → {_pct(b['f1']['mean'])} "
-        f"| {_diff(d['f1'])} | {100 * d['precision']['difference']:+.2f} / {100 * d['recall']['difference']:+.2f} "
-        f"| {d['f1']['seeds_b_better']} of {d['f1']['seeds']} | done |"
+        f"| {result['title']} | {result['a']['label']} → {result['b']['label']} | {scores} | {diff} "
+        f"| {100 * d['precision']['difference']:+.2f} / {100 * d['recall']['difference']:+.2f} | {ahead} | done |"
     )
 
 
@@ -467,14 +480,8 @@ def curve_markdown(curve: Curve, results: dict[str, dict]) -> str:
     ]
     for x, name in curve.points:
         r = results[name]
-        if r["status"] != "done":
-            lines.append(f"| {_x(x)} | {name} | | | {' / '.join(sorted(set(r['missing'].values())))} |")
-            continue
-        d = r["delta"]["f1"]
-        lines.append(
-            f"| {_x(x)} | {name} | {_pct(r['a']['f1']['mean'])} → {_pct(r['b']['f1']['mean'])} | {_diff(d)} "
-            f"| {d['seeds_b_better']} of {d['seeds']} |"
-        )
+        cells = " | ".join(_f1_cells(r)) if r["status"] == "done" else f"| | {_states(r)}"
+        lines.append(f"| {_x(x)} | {name} | {cells} |")
     return "\n".join([*lines, ""])
 
 
@@ -502,6 +509,12 @@ def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -
     lines += ["", *(curve_markdown(c, results) for c in spec.curves.values())]
     lines += [*(study_markdown(spec.studies[n], results[n], spec) for n in spec.studies)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _save(plt, fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _panels(plt, n: int, width: float, height: float, columns: int = 4):
@@ -551,9 +564,7 @@ def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | N
         ax.set_xlabel("recall (%)")
         ax.set_ylabel("precision (%)")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(written[0], dpi=110)
-    plt.close(fig)
+    _save(plt, fig, written[0])
     typed = {n: r for n, r in done.items() if len(r["types"]) > 1}
     if typed:
         written.append(out_dir / "per_type_f1.png")
@@ -578,9 +589,7 @@ def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | N
             ax.set_ylim(0, 100)
             ax.set_title(r["title"], fontsize=8)
             ax.legend(fontsize=7, loc="lower center", ncol=2)  # below the published markers
-        fig.tight_layout()
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
+        _save(plt, fig, written[-1])
     for curve in (curves or {}).values():
         points = [(x, results[n]["delta"]["f1"]) for x, n in curve.points if results[n]["status"] == "done"]
         if not points:
@@ -595,9 +604,7 @@ def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | N
         ax.set_xlabel(curve.x_label)
         ax.set_ylabel("Δ test F1 (points, 95% CI)")
         ax.set_title(curve.title, fontsize=8)
-        fig.tight_layout()
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
+        _save(plt, fig, written[-1])
     return written
 
 
