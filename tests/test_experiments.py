@@ -11,7 +11,7 @@ import yaml
 from conftest import REPO, git_dvc_project, run
 
 from minisci.errors import MinisciError
-from minisci.report.experiments import experiment_rows, experiments_table, format_value, main
+from minisci.report.experiments import carried_rows, experiment_rows, experiments_table, format_value, main, read_log
 
 SAMPLE = REPO / "tests" / "fixtures" / "dvc_exp_show.json"
 
@@ -107,3 +107,41 @@ def test_older_commits_without_experiments_are_left_out():
     rows = experiment_rows([*show, older_empty, older_with], "metrics/summary.json")
     assert [r["rev"] for r in rows if r["baseline"] is None] == [head["rev"][:7], "2222222"]
     assert len(rows) == 2 * len(experiment_rows(show, "metrics/summary.json"))
+
+
+def test_rows_of_the_earlier_log_not_listed_here_are_carried(tmp_path):
+    """A fresh clone lists no experiments: the committed log's rows stay, marked, with their commands."""
+    out = tmp_path / "experiments.md"
+    main(["--out", str(out), "--json", str(SAMPLE)])
+    before = table_rows(out.read_text())
+    show = json.loads(SAMPLE.read_text())
+    head = next(c for c in show if c["rev"] != "workspace")
+    fresh = tmp_path / "fresh.json"  # a new HEAD commit and no experiments
+    fresh.write_text(json.dumps([{**head, "rev": "9" * 40, "name": "main", "experiments": None}]))
+    main(["--out", str(out), "--json", str(fresh)])
+    after = table_rows(out.read_text())
+    assert list(after) == ["main", *before]  # the new HEAD row, then the earlier rows in their order
+    for name, row in before.items():
+        assert after[name] == row | {"state": row["state"] + " (carried)"}
+    main(["--out", str(out), "--json", str(fresh)])  # carried twice: marked once
+    assert table_rows(out.read_text())["exp-a"]["state"] == after["exp-a"]["state"]
+    main(["--out", str(out), "--json", str(fresh), "--no-carry"])
+    assert list(table_rows(out.read_text())) == ["main"]
+
+
+def test_escaped_pipes_stay_inside_their_cell(tmp_path):
+    log = tmp_path / "log.md"
+    log.write_text(
+        "# x\n\n| experiment | rev | state | reproduce |\n|---|---|---|---|\n| e | abc | done | `a \\| b` |\n"
+    )
+    rows = read_log(log)
+    assert rows == [{"experiment": "e", "rev": "abc", "state": "done", "reproduce": "`a \\| b`"}]
+    assert carried_rows(rows, [{"name": "e", "rev": "abc"}]) == []
+
+
+def test_a_broken_earlier_log_is_one_line_error(tmp_path):
+    log = tmp_path / "log.md"
+    log.write_text("| experiment | rev | state | reproduce |\n|---|---|---|---|\n| e | abc | done |\n")
+    with pytest.raises(MinisciError, match=r"log\.md:3: 3 cells under a header of 4; pass --no-carry"):
+        main(["--out", str(log), "--json", str(SAMPLE)])
+    assert log.read_text().count("\n") == 3  # left as it was

@@ -189,6 +189,25 @@ def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     assert (tmp_path / "plots/studies/curve_budget.png").stat().st_size > 0
     log_md = (tmp_path / "metrics/experiments.md").read_text()
     assert "`dvc exp run -n welt -S finetune_ner.loss=welt ner`" in log_md
+    # 3. where the experiment is gone (a fresh clone has no exp refs), the written results are carried
+    run(["dvc", "exp", "remove", "welt"], tmp_path)
+    run([*log, "--studies", "metrics/studies.md", "--spec", "spec.yaml"], tmp_path, env=env)
+    carried = json.loads((tmp_path / "metrics/studies.json").read_text())["welt_toy"]
+    assert carried == welt | {"carried": True}
+    markdown = (tmp_path / "metrics/studies.md").read_text()
+    assert "| done (carried) |" in markdown and "Carried over from the studies JSON" in markdown
+    rows = [
+        line for line in (tmp_path / "metrics/experiments.md").read_text().splitlines() if line.startswith("| welt |")
+    ]
+    assert len(rows) == 1 and "(carried)" in rows[0] and "finetune_ner.loss=welt" in rows[0]
+    # ... unless the study now compares other sides, or --no-carry
+    other = SPEC | {"studies": SPEC["studies"] | {"welt_toy": SPEC["studies"]["welt_toy"] | {"dataset": "other"}}}
+    (tmp_path / "spec2.yaml").write_text(yaml.safe_dump(other))
+    run([*log, "--studies", "metrics/studies.md", "--spec", "spec2.yaml"], tmp_path, env=env)
+    assert json.loads((tmp_path / "metrics/studies.json").read_text())["welt_toy"]["status"] == "not run"
+    run([*log, "--studies", "metrics/studies.md", "--spec", "spec.yaml", "--no-carry"], tmp_path, env=env)
+    assert json.loads((tmp_path / "metrics/studies.json").read_text())["welt_toy"]["status"] == "not run"
+    assert "| welt |" not in (tmp_path / "metrics/experiments.md").read_text()
 
 
 def test_log_uses_the_spec_command_only_when_params_match():

@@ -8,13 +8,16 @@ that differ from its baseline commit anywhere in the log (one column per such ke
 metrics (keys of ``--metrics-file`` containing any of the ``--metrics`` substrings), and the
 ``dvc exp run -S key=value ...`` command that reproduces the experiment from its baseline commit.
 Without ``--json`` the script runs ``dvc exp show --json --all-commits`` in the current directory, so
-experiments of earlier baseline commits stay in the log after new commits.
+experiments of earlier baseline commits stay in the log after new commits. Rows of the log already at
+``--out`` that ``dvc exp show`` does not list here (experiments run in another clone: their refs and
+cache stay there) are kept, marked carried, unless ``--no-carry``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -137,17 +140,26 @@ def spec_commands(rows: list[dict], spec) -> dict[str, tuple[str, bool]]:
 
 
 def experiments_table(
-    rows: list[dict], metric_patterns: tuple[str, ...], commands: dict[str, tuple[str, bool]] | None = None
+    rows: list[dict],
+    metric_patterns: tuple[str, ...],
+    commands: dict[str, tuple[str, bool]] | None = None,
+    carried: list[dict[str, str]] | None = None,
 ) -> str:
     """The Markdown experiment log of ``rows`` (from :func:`experiment_rows`). ``commands`` (from
     :func:`spec_commands`) replaces the generic command of the experiments a studies spec defines; the
     summary metrics of those that ran stage targets only are left blank (their summary.json is the
-    baseline commit's, not theirs)."""
-    commands = commands or {}
+    baseline commit's, not theirs). ``carried`` rows (from :func:`carried_rows`) follow as they were."""
+    commands, carried = commands or {}, carried or []
     baselines = {r["name"]: r for r in rows if r["baseline"] is None}
     changes = [changed_params(r, baselines[r["baseline"]]) if r["baseline"] else {} for r in rows]
-    param_keys = sorted({k for c in changes for k in c})
-    metric_keys = sorted({k for r in rows for k in r["metrics"] if any(p in k for p in metric_patterns)})
+    old_keys = {k for r in carried for k in r} - {"experiment", "rev", "state", "reproduce"}
+    param_keys = sorted(
+        {k for c in changes for k in c} | {k for k in old_keys if not any(p in k for p in metric_patterns)}
+    )
+    metric_keys = sorted(
+        {k for r in rows for k in r["metrics"] if any(p in k for p in metric_patterns)}
+        | {k for k in old_keys if any(p in k for p in metric_patterns)}
+    )
     header = ["experiment", "rev", "state", *param_keys, *metric_keys, "reproduce"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row, change in zip(rows, changes):
@@ -160,7 +172,56 @@ def experiments_table(
         cells += [_cell(row["params"].get(k)) for k in param_keys]
         cells += [_cell(None if targeted else row["metrics"].get(k)) for k in metric_keys]
         lines.append("| " + " | ".join([*cells, command.replace("|", "\\|")]) + " |")
+    lines += ["| " + " | ".join(row.get(k, "") for k in header) + " |" for row in carried]
     return "\n".join(lines) + "\n"
+
+
+CARRIED = " (carried)"
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of a Markdown table row (``\\|`` inside a cell is not a separator)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+
+
+def read_log(path: Path) -> list[dict[str, str]]:
+    """The rows of an experiment log this script wrote, as {column: cell}; [] when there is none."""
+    if not path.is_file():
+        return []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MinisciError(
+            f"{path}: cannot read the earlier experiment log ({e}); pass --no-carry to ignore it"
+        ) from None
+    start = next((i for i, line in enumerate(lines) if line.startswith("| experiment | rev | state |")), None)
+    if start is None:
+        return []
+    header = _cells(lines[start])
+    rows = []
+    for n, line in enumerate(lines[start + 2 :], start + 3):
+        if not line.startswith("|"):
+            break
+        cells = _cells(line)
+        if len(cells) != len(header):
+            raise MinisciError(
+                f"{path}:{n}: {len(cells)} cells under a header of {len(header)}; pass --no-carry to ignore it"
+            )
+        rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def carried_rows(previous: list[dict[str, str]], rows: list[dict]) -> list[dict[str, str]]:
+    """The earlier log's rows that ``dvc exp show`` no longer lists here (a fresh clone has none of the
+    experiment refs), marked carried in their state."""
+    here = {(r["name"], r["rev"]) for r in rows}
+    out = []
+    for old in previous:
+        if (old.get("experiment"), old.get("rev")) in here:
+            continue
+        state = old.get("state", "")
+        out.append(old | {"state": state if CARRIED in state else state + CARRIED})
+    return out
 
 
 def dvc_exp_show() -> list[dict]:
@@ -204,6 +265,12 @@ def main(argv: list[str] | None = None) -> None:
         help="also write the studies (metrics/studies.md, with .json beside it and charts in plots/studies)",
     )
     p.add_argument("--spec", help="studies spec (default: the packaged minisci/report/studies.yaml)")
+    p.add_argument(
+        "--no-carry",
+        action="store_true",
+        help="write only what dvc exp show lists here (by default the earlier log's other rows, and the "
+        "earlier studies of experiments not here, are kept and marked carried)",
+    )
     args = p.parse_args(argv)
     from minisci.report import studies  # imports this module
 
@@ -213,19 +280,23 @@ def main(argv: list[str] | None = None) -> None:
     rows = experiment_rows(show, args.metrics_file)
     if not rows:
         raise MinisciError("dvc exp show: no commits or experiments to log")
+    carried = [] if args.no_carry else carried_rows(read_log(Path(args.out)), rows)
     if args.studies:
         out = Path(args.studies)
-        studies.report(spec, show, Path.cwd(), out, out.with_suffix(".json"), Path("plots/studies"), 2000, 13)
+        studies.report(
+            spec, show, Path.cwd(), out, out.with_suffix(".json"), Path("plots/studies"), 2000, 13, not args.no_carry
+        )
     with atomic_path(args.out) as tmp:
         tmp.write_text(
             "# Experiment log\n\nGenerated by `python -m minisci.report.experiments` from `dvc exp show --json`; "
             "params are shown where they differ from the baseline commit. The experiments of the studies "
             "(`src/minisci/report/studies.yaml`) show the command that queued them; those that ran one stage "
-            "have their results in [studies.md](studies.md).\n\n"
-            + experiments_table(rows, patterns, spec_commands(rows, spec)),
+            "have their results in [studies.md](studies.md). Rows marked (carried) are kept from the log written "
+            "before: their experiments ran in another workspace, and their command reruns them.\n\n"
+            + experiments_table(rows, patterns, spec_commands(rows, spec), carried),
             encoding="utf-8",
         )
-    print(f"experiments: {len(rows)} rows -> {args.out}")
+    print(f"experiments: {len(rows)} rows" + (f" and {len(carried)} carried" if carried else "") + f" -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -429,6 +429,8 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
                 f"{_pct(pb['f1']['mean'])} | {delta} | {_published(result, f'f1.{t}')} |"
             )
     origin = sorted({result[k]["queued_from"] for k in ("a", "b")})
+    if result.get("carried"):
+        lines += ["", CARRIED_NOTE]
     lines += [
         "",
         f"Reproduce: from commit {' / '.join(origin)} (`git checkout {origin[0]}`), run",
@@ -440,6 +442,12 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+CARRIED_NOTE = (
+    "Carried over from the studies JSON written before: this workspace has not got the study's experiments "
+    "(their refs and cached predictions stay where they ran). Rerunning them recomputes it."
+)
 
 
 def _states(result: dict) -> str:
@@ -463,7 +471,8 @@ def headline(result: dict) -> str:
     d, (scores, diff, ahead) = result["delta"], _f1_cells(result)
     return (
         f"| {result['title']} | {result['a']['label']} → {result['b']['label']} | {scores} | {diff} "
-        f"| {100 * d['precision']['difference']:+.2f} / {100 * d['recall']['difference']:+.2f} | {ahead} | done |"
+        f"| {100 * d['precision']['difference']:+.2f} / {100 * d['recall']['difference']:+.2f} | {ahead} "
+        f"| {'done (carried)' if result.get('carried') else 'done'} |"
     )
 
 
@@ -608,11 +617,51 @@ def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | N
     return written
 
 
+def _same_sides(study: Study, result: dict) -> bool:
+    """Whether a result written earlier compared what ``study`` compares (dataset, experiments, arms)."""
+    return result.get("dataset") == study.dataset and all(
+        (result[k].get("experiment"), bool(result[k].get("commit_of")), result[k].get("arm"))
+        == (side.experiment, side.commit_of, side.arm)
+        for k, side in (("a", study.a), ("b", study.b))
+    )
+
+
+def carry_over(spec: Spec, results: dict[str, dict], previous: Path) -> dict[str, dict]:
+    """Keep the done results of ``previous`` (the committed studies JSON) for the studies whose
+    experiments this workspace does not have (a fresh clone has no experiment refs or cache), when they
+    compared the same sides; they are marked ``carried``. Everything else is as computed."""
+    if not previous.is_file():
+        return results
+    try:
+        old = json.loads(previous.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MinisciError(
+            f"{previous}: cannot read the earlier studies JSON ({e}); pass --no-carry to ignore it"
+        ) from None
+    out = dict(results)
+    for name, result in results.items():
+        earlier = old.get(name) if isinstance(old, dict) else None
+        if result["status"] == "not run" and isinstance(earlier, dict) and earlier.get("status") == "done":
+            if _same_sides(spec.studies[name], earlier):
+                out[name] = earlier | {"carried": True}
+    return out
+
+
 def report(
-    spec: Spec, show: list[dict], root: Path, out: Path, json_out: Path, chart_dir: Path, resamples: int, seed: int
+    spec: Spec,
+    show: list[dict],
+    root: Path,
+    out: Path,
+    json_out: Path,
+    chart_dir: Path,
+    resamples: int,
+    seed: int,
+    carry: bool = True,
 ) -> dict[str, dict]:
     index = experiment_index(show)
     results = {name: run_study(study, root, show, index, resamples, seed) for name, study in spec.studies.items()}
+    if carry:
+        results = carry_over(spec, results, json_out)
     written = charts(results, chart_dir, spec.curves)
     rel = [Path(os.path.relpath(p, out.parent)) for p in written]
     with atomic_path(json_out) as tmp:
@@ -664,6 +713,11 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--charts", default="plots/studies")
     r.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     r.add_argument("--seed", type=int, default=13, help="bootstrap seed")
+    r.add_argument(
+        "--no-carry",
+        action="store_true",
+        help="do not keep the earlier JSON's results of studies whose experiments this workspace lacks",
+    )
     for s in (q, r):
         s.add_argument("--spec", help=f"studies spec (default: the packaged {DEFAULT_SPEC})")
         s.add_argument("--json", help="saved output of dvc exp show --json --all-commits (default: run it)")
@@ -674,7 +728,15 @@ def main(argv: list[str] | None = None) -> None:
         queue(spec, args.only, args.dry_run, show)
     else:
         report(
-            spec, show, Path.cwd(), Path(args.out), Path(args.json_out), Path(args.charts), args.resamples, args.seed
+            spec,
+            show,
+            Path.cwd(),
+            Path(args.out),
+            Path(args.json_out),
+            Path(args.charts),
+            args.resamples,
+            args.seed,
+            carry=not args.no_carry,
         )
 
 
