@@ -217,3 +217,33 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
     out = capsys.readouterr().out
     assert out.startswith("machine: ") and "ratio ours/naive: " in out
     assert re.search(r"fp32 ceiling: \d+ GFLOP/s peak .* = \d+% of ceiling", out)
+
+
+def test_inference_benchmark_compares_a_crf_model_as_the_pipeline_decodes_it(
+    benchmarks, tiny_finetuned, tmp_path, capsys
+):
+    """The default NER model has a CRF head: the peers and our rows decode its emissions by argmax (so
+    ours stays identical to the pipeline), and one more row is the Viterbi decoding `minisci ner` prints."""
+    import inference_speed
+    from transformers import AutoTokenizer
+
+    from minisci.finetune.crf import BertCrfForTokenClassification
+
+    model = BertCrfForTokenClassification.from_pretrained(tiny_finetuned["ner"]).eval()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.crf.parameters():
+            p.copy_(3 * torch.randn(p.shape, generator=g))  # transitions strong enough to overrule emissions
+    model.save_pretrained(tmp_path / "crf")
+    AutoTokenizer.from_pretrained(tiny_finetuned["ner"]).save_pretrained(tmp_path / "crf")
+    inference_speed.main(
+        ["--ner-data", str(tiny_finetuned["ner_data"]), "--cite-data", str(tiny_finetuned["cite_data"])]
+        + ["--ner-model", str(tmp_path / "crf"), "--cite-model", str(tiny_finetuned["cite"])]
+        + ["--n", "6", "--rounds", "1", "--precisions", "fp32", "--onnx", "fp32"]
+    )
+    ner = capsys.readouterr().out.split("\ncite: ")[0]
+    assert "on ORT fp32:" in ner  # the exported emissions are a peer too
+    ours = [line for line in ner.splitlines() if "ours fp32" in line]
+    assert len(ours) == 3 and "CRF Viterbi" in ours[2]
+    assert all("identical to pipeline 100.00%" in line for line in ours[:2])
+    assert "identical to pipeline 100.00%" not in ours[2]  # the transitions overrule some emissions

@@ -89,7 +89,7 @@ def test_frequency_weights_hand_computed():
 
 def ner_cfg(**kw):
     params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_ner"]
-    fast = {"epochs": 6.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5}
+    fast = {"epochs": 6.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5, "crf": False}
     params.update({**fast, "seeds": [13], **kw})  # one seed, whatever the default's count
     return from_dict(FinetuneNerConfig, params, "finetune_ner")
 

@@ -7,6 +7,7 @@ the pipeline's own pre-processing, the model forward replaced by length-sorted, 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +24,25 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 TASK_OF = {"token-classification": "ner", "text-classification": "cite"}
 
 
+@contextlib.contextmanager
+def _quiet_about(model_class: str):
+    """Drop the pipeline's "The model '<model_class>' is not supported for <task>" error line, logged for
+    minisci's own task classes (the CRF tagger), which the pipeline runs like their base class."""
+    import logging
+
+    class Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return not str(record.msg).startswith(f"The model '{model_class}' is not supported for")
+
+    log = logging.getLogger("transformers.pipelines.base")
+    drop = Drop()
+    log.addFilter(drop)
+    try:
+        yield
+    finally:
+        log.removeFilter(drop)
+
+
 def _pipeline(task: str, model_dir: str | Path, precision: str, device: str, backend: str, **kwargs):
     """The transformers pipeline for ``task`` around a model checked by :func:`load_task_model`."""
     from transformers import pipeline
@@ -34,7 +54,8 @@ def _pipeline(task: str, model_dir: str | Path, precision: str, device: str, bac
     if backend == "onnx":
         check_onnx(precision)  # before the model is loaded
     model, tokenizer = load_task_model(model_dir, TASK_OF[task], resolve_device(device))
-    pipe = pipeline(task, model=model, tokenizer=tokenizer, device=model.device, **kwargs)
+    with _quiet_about(type(model).__name__):
+        pipe = pipeline(task, model=model, tokenizer=tokenizer, device=model.device, **kwargs)
     if backend == "onnx":
         return use_onnx(pipe, model_dir, precision)
     apply_precision(pipe.model, precision)
