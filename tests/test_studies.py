@@ -236,3 +236,13 @@ def test_experiment_states_from_exp_show():
     ]
     assert studies.experiment_states(show) == {"a": "queued", "b": "running", "c": "done", "d": "done", "e": "failed"}
     assert studies.pending_or_done(show) == {"a", "b", "c", "d"}
+
+
+def test_carry_over_of_an_unreadable_earlier_json_is_one_line_error(tmp_path):
+    spec = studies.parse_spec(SPEC, "spec.yaml")
+    not_run = {"title": "t", "dataset": "toy", "status": "not run", "missing": {"welt": "not run"}}
+    bad = tmp_path / "studies.json"
+    bad.write_text("{not json")
+    with pytest.raises(MinisciError, match=r"studies\.json: cannot read the earlier studies JSON .*--no-carry"):
+        studies.carry_over(spec, {"welt_toy": not_run}, bad)
+    assert studies.carry_over(spec, {"welt_toy": not_run}, tmp_path / "none.json") == {"welt_toy": not_run}
