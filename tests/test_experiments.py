@@ -120,11 +120,22 @@ def test_rows_of_the_earlier_log_not_listed_here_are_carried(tmp_path):
     fresh.write_text(json.dumps([{**head, "rev": "9" * 40, "name": "main", "experiments": None}]))
     main(["--out", str(out), "--json", str(fresh)])
     after = table_rows(out.read_text())
-    assert list(after) == ["main", *before]  # the new HEAD row, then the earlier rows in their order
-    for name, row in before.items():
-        assert after[name] == row | {"state": row["state"] + " (carried)"}
+    kept = [name for name in before if name != "queued-one"]  # what was only queued then is not a result
+    assert list(after) == ["main", *kept]  # the new HEAD row, then the earlier rows in their order
+    for name in kept:
+        assert after[name] == before[name] | {"state": before[name]["state"] + " (carried)"}
     main(["--out", str(out), "--json", str(fresh)])  # carried twice: marked once
     assert table_rows(out.read_text())["exp-a"]["state"] == after["exp-a"]["state"]
+    fresher = tmp_path / "fresher.json"  # one more commit: the former HEAD, without experiments, is not carried
+    fresher.write_text(json.dumps([{**head, "rev": "8" * 40, "name": "main", "experiments": None}]))
+    main(["--out", str(out), "--json", str(fresher)])
+    assert list(table_rows(out.read_text())) == ["main", *kept]
+    assert table_rows(out.read_text())["main"]["rev"] == "8888888"
+    # an experiment listed here again (rerun: a new rev) replaces its carried row; queued rows are not carried
+    rows = experiment_rows(json.loads(SAMPLE.read_text()), "metrics/summary.json")
+    earlier = [{"experiment": r["name"], "rev": r["rev"] + "x", "state": "success"} for r in rows[1:3]]
+    earlier.append({"experiment": "elsewhere", "rev": "abc", "state": "queued"})
+    assert carried_rows(earlier, rows) == []
     main(["--out", str(out), "--json", str(fresh), "--no-carry"])
     assert list(table_rows(out.read_text())) == ["main"]
 
@@ -136,7 +147,7 @@ def test_escaped_pipes_stay_inside_their_cell(tmp_path):
     )
     rows = read_log(log)
     assert rows == [{"experiment": "e", "rev": "abc", "state": "done", "reproduce": "`a \\| b`"}]
-    assert carried_rows(rows, [{"name": "e", "rev": "abc"}]) == []
+    assert carried_rows(rows, [{"name": "e", "rev": "abc", "baseline": None}]) == []
 
 
 def test_a_broken_earlier_log_is_one_line_error(tmp_path):

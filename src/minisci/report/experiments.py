@@ -213,14 +213,23 @@ def read_log(path: Path) -> list[dict[str, str]]:
 
 def carried_rows(previous: list[dict[str, str]], rows: list[dict]) -> list[dict[str, str]]:
     """The earlier log's rows that ``dvc exp show`` no longer lists here (a fresh clone has none of the
-    experiment refs), marked carried in their state."""
+    experiment refs), marked carried in their state; not those queued or running then, nor older rows of
+    an experiment name listed here, nor former baseline commits without experiments."""
     here = {(r["name"], r["rev"]) for r in rows}
+    names = {r["name"] for r in rows if r["baseline"]}  # experiments listed here supersede their older rows
     out = []
     for old in previous:
-        if (old.get("experiment"), old.get("rev")) in here:
-            continue
         state = old.get("state", "")
+        if (old.get("experiment"), old.get("rev")) in here or state.startswith(("queued", "running")):
+            continue
+        if not state.startswith("baseline") and old.get("experiment") in names:
+            continue
+        if out and out[-1]["state"].startswith("baseline"):
+            if old.get("state", "").startswith("baseline"):
+                out.pop()  # a former HEAD without experiments of its own says nothing
         out.append(old | {"state": state if CARRIED in state else state + CARRIED})
+    if out and out[-1]["state"].startswith("baseline"):
+        out.pop()
     return out
 
 
