@@ -152,13 +152,11 @@ def experiments_table(
     commands, carried = commands or {}, carried or []
     baselines = {r["name"]: r for r in rows if r["baseline"] is None}
     changes = [changed_params(r, baselines[r["baseline"]]) if r["baseline"] else {} for r in rows]
+    is_metric = lambda key: any(p in key for p in metric_patterns)  # noqa: E731
     old_keys = {k for r in carried for k in r} - {"experiment", "rev", "state", "reproduce"}
-    param_keys = sorted(
-        {k for c in changes for k in c} | {k for k in old_keys if not any(p in k for p in metric_patterns)}
-    )
+    param_keys = sorted({k for c in changes for k in c} | {k for k in old_keys if not is_metric(k)})
     metric_keys = sorted(
-        {k for r in rows for k in r["metrics"] if any(p in k for p in metric_patterns)}
-        | {k for k in old_keys if any(p in k for p in metric_patterns)}
+        {k for r in rows for k in r["metrics"] if is_metric(k)} | {k for k in old_keys if is_metric(k)}
     )
     header = ["experiment", "rev", "state", *param_keys, *metric_keys, "reproduce"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -224,9 +222,8 @@ def carried_rows(previous: list[dict[str, str]], rows: list[dict]) -> list[dict[
             continue
         if not state.startswith("baseline") and old.get("experiment") in names:
             continue
-        if out and out[-1]["state"].startswith("baseline"):
-            if old.get("state", "").startswith("baseline"):
-                out.pop()  # a former HEAD without experiments of its own says nothing
+        if state.startswith("baseline") and out and out[-1]["state"].startswith("baseline"):
+            out.pop()  # a former HEAD without experiments of its own says nothing
         out.append(old | {"state": state if CARRIED in state else state + CARRIED})
     if out and out[-1]["state"].startswith("baseline"):
         out.pop()
