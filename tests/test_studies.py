@@ -35,6 +35,10 @@ SPEC = {
         },
     },
     "curves": {"budget": {"title": "Toy curve", "x_label": "budget", "points": {1: "welt_toy", 2: "crf_toy"}}},
+    "ablation": [
+        {"study": "welt_toy", "ingredient": "WELT loss", "note": "toy"},
+        {"study": "crf_toy", "ingredient": "CRF"},
+    ],
 }
 
 
@@ -82,6 +86,9 @@ def test_packaged_spec_parses_and_names_known_stages():
         ({"experiments": {"welt": {"set": {}, "target": ["ner"]}}}, "unknown key 'target'"),
         ({"curves": {"c": {"points": {1: "nope"}}}}, r"curves\.c\.points\.1: study 'nope'"),
         ({"curves": {"c": {"points": {"many": "welt_toy"}}}}, r"curves\.c\.points: 'many' is not a number"),
+        ({"ablation": [{"study": "nope", "ingredient": "x"}]}, r"ablation\[0\]\.study: 'nope' is not under studies"),
+        ({"ablation": [{"study": "welt_toy"}]}, r"ablation\[0\]\.ingredient: is missing"),
+        ({"ablation": {"welt_toy": "x"}}, r"ablation: expected a list"),
     ],
 )
 def test_bad_spec_is_one_line_error_naming_file_and_key(tmp_path, change, message):
@@ -100,7 +107,7 @@ def test_queue_commands_skip_experiments_that_ran(capsys):
     assert commands[1][-2:] == ["-S", "finetune_ner.crf=true"]
     present = studies.pending_or_done(show)
     assert present  # the fixture's experiments count as run
-    named = {**SPEC, "experiments": {next(iter(present)): {"set": {}}}, "studies": {}, "curves": {}}
+    named = {**SPEC, "experiments": {next(iter(present)): {"set": {}}}, "studies": {}, "curves": {}, "ablation": []}
     assert studies.queue(studies.parse_spec(named, "spec"), [], dry_run=True, show=show) == []
     with pytest.raises(MinisciError, match="--only: 'nope'"):
         studies.queue(spec, ["nope"], dry_run=True, show=show)
@@ -186,6 +193,10 @@ def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     # the curve: the done study's difference at x = 1, the not-run one named at x = 2
     assert "## Toy curve" in markdown and f"| 1 | welt_toy | {100 * ce_f1:.2f} → {100 * welt_f1:.2f} |" in markdown
     assert "| 2 | crf_toy | | | not run |" in markdown
+    # the ablation: one row per ingredient, in the spec's order
+    assert f"| WELT loss | `welt_toy` | {100 * ce_f1:.2f} → {100 * welt_f1:.2f} |" in markdown
+    assert "| CRF | `crf_toy` | | | not run | |" in markdown
+    assert markdown.index("## Ablation") < markdown.index("## Toy curve")
     assert (tmp_path / "plots/studies/curve_budget.png").stat().st_size > 0
     log_md = (tmp_path / "metrics/experiments.md").read_text()
     assert "`dvc exp run -n welt -S finetune_ner.loss=welt ner`" in log_md
@@ -233,9 +244,19 @@ def test_experiment_states_from_exp_show():
     show = [
         {"rev": "c1", "experiments": [exp("a", "queued"), exp("b", "running"), exp("c", "failed"), exp("d", None)]},
         {"rev": "c0", "experiments": [exp("c", "success"), exp("e", "success", error={"msg": "x"})]},
+        {"rev": "c2", "experiments": [exp("f", "failed"), exp("f", "queued"), exp("g", "running"), exp("g", "failed")]},
     ]
-    assert studies.experiment_states(show) == {"a": "queued", "b": "running", "c": "done", "d": "done", "e": "failed"}
-    assert studies.pending_or_done(show) == {"a", "b", "c", "d"}
+    states = studies.experiment_states(show)
+    assert states == {
+        "a": "queued",
+        "b": "running",
+        "c": "done",
+        "d": "done",
+        "e": "failed",
+        "f": "queued",
+        "g": "running",
+    }
+    assert studies.pending_or_done(show) == {"a", "b", "c", "d", "f", "g"}
 
 
 def test_carry_over_of_an_unreadable_earlier_json_is_one_line_error(tmp_path):

@@ -18,7 +18,9 @@ precision and recall overall and F1 per entity type, with the catalogue's publis
 them. A study whose experiments have not run is listed with the commands that run it.
 
 A curve (``curves:``) puts several studies' F1 differences on one axis, for example adapted − baseline
-against pretraining steps: a table and a chart of b − a with its interval at each x.
+against pretraining steps: a table and a chart of b − a with its interval at each x. An ablation
+(``ablation:``) lists studies as the ingredients of a recipe, one row each: what the ingredient is, its
+F1 difference with interval, p and seeds ahead, and a note (the README's ablation table).
 """
 
 from __future__ import annotations
@@ -98,10 +100,18 @@ class Curve:
 
 
 @dataclasses.dataclass(frozen=True)
+class Ingredient:
+    study: str
+    ingredient: str
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Spec:
     experiments: dict[str, Experiment]
     studies: dict[str, Study]
     curves: dict[str, Curve] = dataclasses.field(default_factory=dict)
+    ablation: tuple[Ingredient, ...] = ()
 
 
 def _mapping(value: Any, where: str) -> dict:
@@ -132,7 +142,7 @@ def _side(d: Any, where: str, experiments: dict[str, Experiment]) -> Side:
 
 def parse_spec(raw: Any, where: str) -> Spec:
     raw = _mapping(raw, where)
-    _unknown(raw, {"experiments", "studies", "curves"}, where)
+    _unknown(raw, {"experiments", "studies", "curves", "ablation"}, where)
     experiments = {}
     for name, e in _mapping(raw.get("experiments") or {}, f"{where}: experiments").items():
         e = _mapping(e, f"{where}: experiments.{name}")
@@ -166,7 +176,23 @@ def parse_spec(raw: Any, where: str) -> Spec:
             raise MinisciError(f"{at}.points: is empty")
         ordered = tuple(sorted((float(x), str(st)) for x, st in points.items()))
         curves[str(name)] = Curve(str(name), str(c.get("title") or name), str(c.get("x_label") or "x"), ordered)
-    return Spec(experiments, studies, curves)
+    return Spec(experiments, studies, curves, _ablation(raw.get("ablation") or [], f"{where}: ablation", studies))
+
+
+def _ablation(rows: Any, where: str, studies: dict[str, Study]) -> tuple[Ingredient, ...]:
+    if not isinstance(rows, list):
+        raise MinisciError(f"{where}: expected a list of rows (study, ingredient, note)")
+    out = []
+    for i, row in enumerate(rows):
+        at = f"{where}[{i}]"
+        row = _mapping(row, at)
+        _unknown(row, {"study", "ingredient", "note"}, at)
+        if row.get("study") not in studies:
+            raise MinisciError(f"{at}.study: {row.get('study')!r} is not under studies:")
+        if not row.get("ingredient"):
+            raise MinisciError(f"{at}.ingredient: is missing")
+        out.append(Ingredient(str(row["study"]), str(row["ingredient"]), str(row.get("note") or "")))
+    return tuple(out)
 
 
 def load_spec(path: str | None = None) -> Spec:
@@ -217,8 +243,10 @@ def experiment_index(show: list[dict]) -> dict[str, dict]:
 
 
 def experiment_states(show: list[dict]) -> dict[str, str]:
-    """Experiment name -> queued | running | failed | done (a name run more than once: done if any
-    run succeeded, else its last state seen)."""
+    """Experiment name -> queued | running | failed | done. A name run more than once gets its most
+    advanced state (done, then running, then queued, then failed), so a failed attempt that was queued
+    again reads as queued."""
+    rank = {"failed": 0, "queued": 1, "running": 2, "done": 3}
     states: dict[str, str] = {}
     for commit in show:
         for exp in commit.get("experiments") or []:
@@ -229,7 +257,7 @@ def experiment_states(show: list[dict]) -> dict[str, str]:
             state = "failed" if revs[0].get("error") or state == "failed" else state
             state = "done" if state == "success" else state
             name = revs[0].get("name") or exp.get("name")
-            if states.get(name) != "done":
+            if rank.get(state, 0) >= rank.get(states.get(name, "failed"), 0):
                 states[name] = state
     return states
 
@@ -465,6 +493,11 @@ def _f1_cells(result: dict) -> tuple[str, str, str]:
     )
 
 
+def _table_cells(result: dict) -> str:
+    """Three table cells: a done study's F1 cells, or two blanks and the states of its experiments."""
+    return " | ".join(_f1_cells(result)) if result["status"] == "done" else f"| | {_states(result)}"
+
+
 def headline(result: dict) -> str:
     if result["status"] != "done":
         return f"| {result['title']} | | | | | | {_states(result)} |"
@@ -488,9 +521,20 @@ def curve_markdown(curve: Curve, results: dict[str, dict]) -> str:
         "|---|---|---|---|---|",
     ]
     for x, name in curve.points:
-        r = results[name]
-        cells = " | ".join(_f1_cells(r)) if r["status"] == "done" else f"| | {_states(r)}"
-        lines.append(f"| {_x(x)} | {name} | {cells} |")
+        lines.append(f"| {_x(x)} | {name} | {_table_cells(results[name])} |")
+    return "\n".join([*lines, ""])
+
+
+def ablation_markdown(rows: tuple[Ingredient, ...], results: dict[str, dict]) -> str:
+    lines = [
+        "## Ablation: what each ingredient contributes",
+        "",
+        "| ingredient | study | a → b (mean F1) | Δ F1 [95% CI], p | b ahead | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        note = f" {row.note} |" if row.note else " |"
+        lines.append(f"| {row.ingredient} | `{row.study}` | {_table_cells(results[row.study])} |{note}")
     return "\n".join([*lines, ""])
 
 
@@ -515,7 +559,8 @@ def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -
             "",
             "`pr_tradeoff`: each seed's test precision against recall; grey lines are equal F1, one point apart.",
         ]
-    lines += ["", *(curve_markdown(c, results) for c in spec.curves.values())]
+    lines += ["", *([ablation_markdown(spec.ablation, results)] if spec.ablation else [])]
+    lines += [*(curve_markdown(c, results) for c in spec.curves.values())]
     lines += [*(study_markdown(spec.studies[n], results[n], spec) for n in spec.studies)]
     return "\n".join(lines).rstrip() + "\n"
 
