@@ -10,6 +10,9 @@ finetune_ner hyperparameters from --params. Peer: the stock ``Trainer`` with sto
 ``minisci.finetune.common.fit_and_select`` builds (``training_arguments``: length-grouped batches;
 ``WeightedLossTrainer``), without its per-epoch dev selection so both sides stop at --steps. Prints
 real (non-padding) word pieces per second, the time to --steps, and both sides' dev F1 after them.
+Both sides train a softmax token-classification head whatever ``finetune_ner.crf`` says: the stock
+``Trainer`` has no CRF head to compare with, and what is compared is the training loop (batching,
+padding, loss), which the CRF head's emissions go through unchanged.
 
 ``--precision bf16``: ours in fp32 against ours in bf16 autocast over --seeds: speed-up and dev-F1
 drift. Refused, with one line, on a CPU without native bf16 (see ``minisci.training.resolve_precision``).

@@ -216,7 +216,11 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
     pretrain_throughput.main([*argv, "--max-length", "32"])
     out = capsys.readouterr().out
     assert out.startswith("machine: ") and "ratio ours/naive: " in out
-    assert re.search(r"fp32 ceiling: \d+ GFLOP/s peak .* = \d+% of ceiling", out)
+    assert re.search(
+        r"fp32 ceiling: \d+ GFLOP/s peak \(measured now\) \| ours .* = \d+% of ceiling \| fused .* = \d+% of ceiling",
+        out,
+    )
+    assert re.search(r"ours \+ fused AdamW .* \d+\.\d+ real tokens/s \| \d+\.\d\dx ours", out)
 
 
 def test_inference_benchmark_compares_a_crf_model_as_the_pipeline_decodes_it(
