@@ -32,6 +32,7 @@ from transformers import BertForPreTraining
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from minisci.config import ModelConfig
+from minisci.errors import MinisciError
 from minisci.pretrain.collator import MlmNspCollator
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.pretrain.trainer import pretraining_losses, read_pairs, tokenize_pairs
@@ -49,7 +50,7 @@ def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=F
     positions, pairs, each pair's length) for the FLOP count."""
     opt = torch.optim.AdamW(model.parameters(), lr=0.0, fused=fused)  # lr 0: the step's cost, weights unchanged
     model.train()
-    seen = {"tokens": 0, "labelled": 0, "lengths": []}
+    seen = {"labelled": 0, "lengths": []}
     start = time.perf_counter()
     for s in range(steps):
         feats = [dataset[i] for i in order[s * batch_size : (s + 1) * batch_size]]
@@ -87,10 +88,13 @@ def main(argv=None) -> None:
 
     print_machine()
     cfg = ModelConfig(base=args.model)
-    tok = load_tokenizer(cfg)
     n = args.batch_size * args.steps
-    ds = tokenize_pairs(read_pairs(args.pairs)[:n], tok, args.max_length)
-    model, _ = load_pretraining_model(cfg, len(tok), seed=0)
+    try:
+        tok = load_tokenizer(cfg)
+        ds = tokenize_pairs(read_pairs(args.pairs)[:n], tok, args.max_length)
+        model, _ = load_pretraining_model(cfg, len(tok), seed=0)
+    except MinisciError as e:  # a missing or malformed pairs file, a model that does not load
+        raise SystemExit(f"pretrain_throughput: {e}") from None
     collator = MlmNspCollator(tok, 0.15, pad_to_multiple_of=8, seed=0)
     g = torch.Generator().manual_seed(0)
     grouped = list(LengthGroupedSampler(args.batch_size, lengths=ds["length"], generator=g))

@@ -221,6 +221,10 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         out,
     )
     assert re.search(r"ours \+ fused AdamW .* \d+\.\d+ real tokens/s \| \d+\.\d\dx ours", out)
+    with pytest.raises(SystemExit, match=r"^pretrain_throughput: .*missing\.jsonl"):
+        pretrain_throughput.main(
+            [*argv[:0], "--pairs", str(tmp_path / "missing.jsonl"), "--model", str(tiny_model_dir)]
+        )
 
 
 def test_inference_benchmark_compares_a_crf_model_as_the_pipeline_decodes_it(
