@@ -62,6 +62,8 @@ def test_dataset_lists_and_catalogue_lookups():
     good = load_params(REPO / "params.yaml")["finetune_ner"]
     with pytest.raises(ConfigError, match=r"datasets lists a dataset twice"):
         from_dict(config.FinetuneNerConfig, {**good, "datasets": ["bc5cdr", "bc5cdr"]}, "finetune_ner")
+    with pytest.raises(ConfigError, match=r"'finetune_ner': eval_delay must be >= 0"):
+        from_dict(config.FinetuneNerConfig, {**good, "eval_delay": -1}, "finetune_ner")
     with pytest.raises(ConfigError, match=r"no dataset 'conll' in the 'datasets' catalogue"):
         config.catalog_entry("conll", path=REPO / "params.yaml")
     with pytest.raises(ConfigError, match=r"dataset 'scicite' is a classification dataset, not ner"):

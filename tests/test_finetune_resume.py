@@ -39,7 +39,7 @@ def strip_runtime(history):
 
 def test_ner_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch, capsys):
     data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
-    cfg = ner_cfg(epochs=3.0)
+    cfg = ner_cfg(epochs=3.0, eval_delay=0)
     ref = run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "ref")
     with monkeypatch.context() as m:
         crash_after_checkpoint(m, epoch=2)
@@ -111,3 +111,36 @@ def test_checkpoints_of_other_code_are_not_resumed(tmp_path, tiny_model_dir, mon
     run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
     out = capsys.readouterr().out
     assert "belong to another configuration" in out and "resuming from" not in out
+
+
+def test_eval_delay_scores_dev_from_that_epoch_and_always_after_the_last(tmp_path):
+    """Epochs before eval_delay are checkpointed, not scored; the last epoch is scored whatever the delay."""
+    from types import SimpleNamespace
+
+    def run(delay: int, epochs: int) -> list[int]:
+        scored = []
+        sel = DevSelection(
+            lambda m: scored.append(1) or {"f1": 0.1 * len(scored)}, "f1", tmp_path / f"{delay}-{epochs}", delay
+        )
+        sel.state_dir.mkdir()
+        model = torch.nn.Linear(2, 2)
+        for epoch in range(1, epochs + 1):
+            state = SimpleNamespace(epoch=float(epoch), global_step=10 * epoch, max_steps=10 * epochs, log_history=[])
+            control = SimpleNamespace(should_save=False)
+            sel.on_epoch_end(None, state, control, model=model)
+            assert control.should_save  # every epoch stays a resume point
+        return [h["epoch"] for h in sel.history]
+
+    assert run(delay=0, epochs=3) == [1, 2, 3]
+    assert run(delay=2, epochs=3) == [2, 3]
+    assert run(delay=9, epochs=3) == [3]  # a delay past the end still scores the final epoch
+
+
+def test_eval_delay_run_matches_the_scored_epochs_of_a_full_run(tmp_path, tiny_model_dir):
+    """Skipping dev scoring changes nothing else: the scored epochs and the test result are those of eval_delay 0."""
+    data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
+    full = run_finetune_ner(data, tiny_model_dir, ner_cfg(epochs=3.0, eval_delay=0), tmp_path / "full")
+    late = run_finetune_ner(data, tiny_model_dir, ner_cfg(epochs=3.0, eval_delay=3), tmp_path / "late")
+    assert [e["epoch"] for e in late.metrics["dev_per_epoch"]] == [3]
+    assert late.metrics["dev_per_epoch"][0] == full.metrics["dev_per_epoch"][2]  # the same weights at epoch 3
+    assert late.metrics["best_epoch"] == 3

@@ -272,6 +272,7 @@ class _FinetuneConfig:
     """Knobs both fine-tuning stages share."""
 
     epochs: float
+    eval_delay: int  # dev is scored at the end of every epoch >= eval_delay, and always after the last
     batch_size: int
     eval_batch_size: int
     learning_rate: float
@@ -290,6 +291,7 @@ class _FinetuneConfig:
         _check(len(self.datasets) > 0, s, "datasets must list at least one catalogue entry")
         _check_names(self.datasets, s, "datasets")
         _check(self.epochs > 0, s, "epochs must be > 0")
+        _check(self.eval_delay >= 0, s, "eval_delay must be >= 0 (0 = score dev after every epoch)")
         _check(self.batch_size > 0 and self.eval_batch_size > 0, s, "batch sizes must be > 0")
         _check(self.learning_rate > 0, s, "learning_rate must be > 0")
         _check(0.0 <= self.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")

@@ -106,7 +106,9 @@ class WeightedLossTrainer(Trainer):
 class DevSelection(TrainerCallback):
     """Model selection on dev, and the epoch checkpoints that make fine-tuning resumable.
 
-    At each epoch end: score dev with ``evaluate(model) -> metrics``, log it, write the weights of
+    At each epoch end from epoch ``delay`` on, and always after the last (Hugging Face's
+    ``eval_delay``; earlier epochs are trained and checkpointed, not scored): score dev with
+    ``evaluate(model) -> metrics``, log it, write the weights of
     the best epoch so far (by ``key``) to ``state_dir/best-<step>.safetensors`` and the dev history
     to ``state_dir/dev_selection.json``, then ask the Trainer for a checkpoint. ``restore`` loads
     the best weights after training. ``resume(step)`` takes the history back to a checkpoint: the
@@ -117,8 +119,8 @@ class DevSelection(TrainerCallback):
 
     STATE = "dev_selection.json"
 
-    def __init__(self, evaluate: Callable, key: str, state_dir: str | Path):
-        self.evaluate, self.key, self.state_dir = evaluate, key, Path(state_dir)
+    def __init__(self, evaluate: Callable, key: str, state_dir: str | Path, delay: int = 0):
+        self.evaluate, self.key, self.state_dir, self.delay = evaluate, key, Path(state_dir), delay
         self.history: list[dict] = []
         self.best: dict | None = None
 
@@ -126,6 +128,10 @@ class DevSelection(TrainerCallback):
         return self.state_dir / f"best-{step}.safetensors"
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
+        control.should_save = True  # the Trainer checkpoints right after this callback
+        if round(state.epoch) < self.delay and state.global_step < state.max_steps:
+            print(f"epoch {round(state.epoch)}: dev not scored (eval_delay {self.delay})", flush=True)
+            return
         metrics = self.evaluate(model)
         entry = {"epoch": round(state.epoch), "step": state.global_step, **metrics}
         self.history.append(entry)
@@ -138,7 +144,6 @@ class DevSelection(TrainerCallback):
             with atomic_path(self._weights(state.global_step)) as tmp:
                 save_model(model, str(tmp))
         write_json(self.state_dir / self.STATE, {"history": self.history, "best": self.best})
-        control.should_save = True  # the Trainer checkpoints right after this callback
         model.train()
 
     def on_save(self, args, state, control, **kwargs):
@@ -203,7 +208,7 @@ def fit_and_select(
     (checkpoints of other params, data, base model or code are discarded; ``data`` is what identifies
     the data). Loads the best epoch's weights into ``model``; returns that epoch, the dev history and
     the Trainer's log history."""
-    selection = DevSelection(score_dev, key=key, state_dir=work_dir)
+    selection = DevSelection(score_dev, key=key, state_dir=work_dir, delay=cfg.eval_delay)
     args = training_arguments(
         work_dir,
         seed=seed,
