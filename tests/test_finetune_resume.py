@@ -137,7 +137,7 @@ def test_eval_delay_scores_dev_from_that_epoch_and_always_after_the_last(tmp_pat
 
 
 def test_eval_delay_run_matches_the_scored_epochs_of_a_full_run(tmp_path, tiny_model_dir):
-    """Skipping dev scoring changes nothing else: the scored epochs and the test result are those of eval_delay 0."""
+    """Skipping dev scoring changes nothing else: the scored epoch equals eval_delay 0's at that epoch (same weights)."""
     data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
     full = run_finetune_ner(data, tiny_model_dir, ner_cfg(epochs=3.0, eval_delay=0), tmp_path / "full")
     late = run_finetune_ner(data, tiny_model_dir, ner_cfg(epochs=3.0, eval_delay=3), tmp_path / "late")
