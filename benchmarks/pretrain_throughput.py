@@ -17,7 +17,10 @@ Also prints the share of the fp32 ceiling each of ours reaches: the matrix-produ
 step cannot avoid (the encoder over the real tokens, the MLM transform and vocabulary projection at
 the labelled positions, the pooler and NSP head; forward, and 2x that for the backward pass; see
 roofline.py) divided by its time, against this CPU's peak fp32 matrix-product rate measured in the
-same run.
+same run. Then where ours spends its time (``torch.profiler`` over the same steps, self CPU time per
+operator): the matrix products (and the rate they run at), dropout's random masks, the optimizer step,
+and the rest (layer norm, GELU, softmax, embeddings, copies), which says what keeps a step from the
+ceiling. The profiler's own overhead lands in "the rest".
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import time
 import torch
 from machine import print_machine
 from roofline import encoder_flops, peak_matmul_flops
+from torch.profiler import profile
 from transformers import BertForPreTraining
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
@@ -127,6 +131,44 @@ def main(argv=None) -> None:
     print(
         f"fp32 ceiling: {peak / 1e9:.0f} GFLOP/s peak (measured now) | "
         + " | ".join(ceiling_share(flops, seen["ours"]["tokens"], best[name], peak, name) for name in ("ours", "fused"))
+    )
+    with profile() as prof:
+        _, profiled = run(model, ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **rows["ours"])
+    print(breakdown_line(time_by_kind(prof.events()), step_flops(model.config, profiled), peak))
+
+
+MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
+DROPOUT_OPS = {"aten::bernoulli_", "aten::native_dropout", "aten::native_dropout_backward"}
+
+
+def time_by_kind(events) -> dict[str, float]:
+    """Self CPU seconds per kind of work among profiled operator ``events``: the optimizer step (any op
+    under ``Optimizer.step``), matrix products, dropout masks, and the rest."""
+    totals = dict.fromkeys(("matrix products", "dropout masks", "optimizer step", "the rest"), 0.0)
+    for ev in events:
+        totals[_kind(ev)] += ev.self_cpu_time_total / 1e6
+    return totals
+
+
+def _kind(event) -> str:
+    node = event
+    while node is not None:
+        if node.name.startswith("Optimizer.step"):
+            return "optimizer step"
+        node = node.cpu_parent
+    if event.name in MATMUL_OPS:
+        return "matrix products"
+    return "dropout masks" if event.name in DROPOUT_OPS else "the rest"
+
+
+def breakdown_line(seconds: dict[str, float], flops: float, peak: float) -> str:
+    """One line: each kind's share of the profiled time, and the matrix products' own rate against ``peak``."""
+    total = sum(seconds.values())
+    rate = flops / seconds["matrix products"] if seconds["matrix products"] else 0.0
+    shares = ", ".join(f"{kind} {100 * s / total:.0f}%" for kind, s in seconds.items())
+    return (
+        f"where ours spends a step (profiled, self CPU time): {shares}; "
+        f"the matrix products run at {rate / 1e9:.0f} GFLOP/s = {100 * rate / peak:.0f}% of peak"
     )
 
 

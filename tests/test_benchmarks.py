@@ -221,10 +221,44 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         out,
     )
     assert re.search(r"ours \+ fused AdamW .* \d+\.\d+ real tokens/s \| \d+\.\d\dx ours", out)
+    shares = re.search(
+        r"where ours spends a step \(profiled, self CPU time\): matrix products (\d+)%, dropout masks (\d+)%, "
+        r"optimizer step (\d+)%, the rest (\d+)%; the matrix products run at \d+ GFLOP/s = \d+% of peak",
+        out,
+    )
+    assert shares and 98 <= sum(map(int, shares.groups())) <= 102  # rounded shares of one total
+    assert int(shares[1]) > 0 and int(shares[3]) > 0
     with pytest.raises(SystemExit, match=r"^pretrain_throughput: .*missing\.jsonl"):
         pretrain_throughput.main(
             [*argv[:0], "--pairs", str(tmp_path / "missing.jsonl"), "--model", str(tiny_model_dir)]
         )
+
+
+def test_pretrain_breakdown_sorts_profiled_time_by_kind(benchmarks):
+    import pretrain_throughput
+
+    def event(name, micros, parent=None):
+        return SimpleNamespace(name=name, self_cpu_time_total=micros, cpu_parent=parent)
+
+    step = event("Optimizer.step#AdamW.step", 1.0)
+    inner = event("aten::mul_", 1.0, parent=step)  # element-wise, but the optimizer's
+    events = [
+        event("aten::mm", 6.0),
+        event("aten::addmm", 2.0),
+        event("aten::bernoulli_", 1.5),
+        event("aten::gelu", 0.5),
+        step,
+        inner,
+        event("aten::add_", 2.0, parent=inner),  # two levels under the step
+        event("aten::mm", 3.0, parent=step),
+    ]
+    seconds = pretrain_throughput.time_by_kind(events)
+    assert seconds == pytest.approx(
+        {"matrix products": 8e-6, "dropout masks": 1.5e-6, "optimizer step": 7e-6, "the rest": 0.5e-6}
+    )
+    line = pretrain_throughput.breakdown_line(seconds, flops=8e3, peak=2e9)
+    assert "matrix products 47%, dropout masks 9%, optimizer step 41%, the rest 3%" in line
+    assert line.endswith("the matrix products run at 1 GFLOP/s = 50% of peak")
 
 
 def test_inference_benchmark_compares_a_crf_model_as_the_pipeline_decodes_it(
