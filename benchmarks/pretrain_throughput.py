@@ -163,7 +163,7 @@ def _kind(event) -> str:
 
 def breakdown_line(seconds: dict[str, float], flops: float, peak: float) -> str:
     """One line: each kind's share of the profiled time, and the matrix products' own rate against ``peak``."""
-    total = sum(seconds.values())
+    total = sum(seconds.values()) or 1.0  # a profile with no operator events: all shares 0%
     rate = flops / seconds["matrix products"] if seconds["matrix products"] else 0.0
     shares = ", ".join(f"{kind} {100 * s / total:.0f}%" for kind, s in seconds.items())
     return (
