@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 import torch
-from machine import print_machine
+from machine import positive_int, print_machine
 from roofline import ceiling_line
 from transformers.utils import logging as hf_logging
 
@@ -56,12 +56,15 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="models/adapted")
     p.add_argument("--docs", default="data/corpus/documents.jsonl")
-    p.add_argument("--n", type=int, default=200)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--n", type=positive_int, default=200)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument(
-        "--max-tokens", type=int, default=2048, help="padded word pieces per batch at most (minisci index's default)"
+        "--max-tokens",
+        type=positive_int,
+        default=2048,
+        help="padded word pieces per batch at most (minisci index's default)",
     )
-    p.add_argument("--peer-batch-size", type=int, default=32, help="SentenceTransformer.encode's batch_size")
+    p.add_argument("--peer-batch-size", type=positive_int, default=32, help="SentenceTransformer.encode's batch_size")
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     args = p.parse_args(argv)
     hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads

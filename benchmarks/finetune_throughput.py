@@ -27,7 +27,7 @@ import tempfile
 import time
 
 import torch
-from machine import print_machine
+from machine import positive_int, print_machine
 from transformers.utils import logging as hf_logging
 
 from minisci.config import FinetuneNerConfig, load_section
@@ -122,10 +122,10 @@ def main(argv=None) -> None:
     p.add_argument("--data", default="data/prepared/bc5cdr", help="a prepared NER dataset (prepare_data)")
     p.add_argument("--model", default="models/adapted", help="encoder directory")
     p.add_argument("--params", default="params.yaml", help="finetune_ner hyperparameters are read from here")
-    p.add_argument("--steps", type=int, default=100, help="optimizer steps per run, the same on both sides")
+    p.add_argument("--steps", type=positive_int, default=100, help="optimizer steps per run, the same on both sides")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--batch-size", type=int, help="override finetune_ner.batch_size")
-    p.add_argument("--max-length", type=int, help="override finetune_ner.max_length (word pieces per window)")
+    p.add_argument("--batch-size", type=positive_int, help="override finetune_ner.batch_size")
+    p.add_argument("--max-length", type=positive_int, help="override finetune_ner.max_length (word pieces per window)")
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: ours fp32 vs ours bf16")
     args = p.parse_args(argv)
     hf_logging.set_verbosity_error()

@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from machine import print_machine
+from machine import positive_int, print_machine
 from roofline import ceiling_line
 from sklearn.metrics import accuracy_score, f1_score
 from transformers.utils import logging as hf_logging
@@ -83,8 +83,8 @@ def main(argv=None) -> None:
     p.add_argument("--cite-data", default="data/prepared/scicite", help="a prepared classification dataset")
     p.add_argument("--ner-model", default="models/finetune_ner/bc5cdr/adapted")
     p.add_argument("--cite-model", default="models/finetune_classification/scicite/adapted")
-    p.add_argument("--n", type=int, default=400, help="texts timed per task")
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--n", type=positive_int, default=400, help="texts timed per task")
+    p.add_argument("--rounds", type=positive_int, default=2)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     p.add_argument("--peer-batch-size", type=int, default=32, help="the batched pipeline peer's batch_size")

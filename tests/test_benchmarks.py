@@ -234,6 +234,25 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         )
 
 
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [
+        ("pretrain_throughput", ["--steps", "0"]),
+        ("pretrain_throughput", ["--batch-size", "x"]),
+        ("embedding_throughput", ["--n", "-3"]),
+        ("finetune_throughput", ["--steps", "0"]),
+        ("inference_speed", ["--rounds", "0"]),
+    ],
+)
+def test_benchmarks_refuse_counts_below_one_with_a_usage_error(benchmarks, capsys, script, argv):
+    module = __import__(script)
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {argv[0]}: expected an integer >= 1, got" in err and "Traceback" not in err
+
+
 def test_pretrain_breakdown_sorts_profiled_time_by_kind(benchmarks):
     import pretrain_throughput
 
