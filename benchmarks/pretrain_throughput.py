@@ -1,6 +1,6 @@
 """Throughput of the pretrain stage's input pipeline + training step vs a naive baseline.
 
-Usage: python benchmarks/pretrain_throughput.py [--pairs data/pairs/train.jsonl] [--steps 12]
+Usage: python benchmarks/pretrain_throughput.py [--pairs data/pairs/train.jsonl] [--steps 12] [--padding-only]
 
 Ours (what the stage does): length-grouped batches (the Trainer's LengthGroupedSampler) padded to
 the batch's longest example (multiple of 8), MLM logits computed only at the ~15% labelled positions,
@@ -20,7 +20,8 @@ roofline.py) divided by its time, against this CPU's peak fp32 matrix-product ra
 same run. Then where ours spends its time (``torch.profiler`` over the same steps, self CPU time per
 operator): the matrix products (and the rate they run at), dropout's random masks, the optimizer step,
 and the rest (layer norm, GELU, softmax, embeddings, copies), which says what keeps a step from the
-ceiling. The profiler's own overhead lands in "the rest".
+ceiling. The profiler's own overhead lands in "the rest". And the share of each side's positions that
+are padding, which bounds what sequence packing could gain over ours.
 """
 
 from __future__ import annotations
@@ -49,24 +50,40 @@ def naive_losses(model, batch: dict, labels: torch.Tensor, nsp: torch.Tensor):
     return ce(out.prediction_logits.flatten(0, 1), labels.flatten()), ce(out.seq_relationship_logits, nsp)
 
 
-def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=False) -> tuple[float, dict]:
-    """Real tokens per second over ``steps`` training steps, and what they covered (tokens, labelled
-    positions, pairs, each pair's length) for the FLOP count."""
-    opt = torch.optim.AdamW(model.parameters(), lr=0.0, fused=fused)  # lr 0: the step's cost, weights unchanged
-    model.train()
-    seen = {"labelled": 0, "lengths": []}
-    start = time.perf_counter()
+def batches(dataset, order, collator, batch_size, steps, pad_to=None):
+    """The batches a side trains on: ``order`` cut into ``batch_size`` pairs, collated (masked and
+    padded to the batch's longest), and for the naive side padded on to ``pad_to``."""
     for s in range(steps):
-        feats = [dataset[i] for i in order[s * batch_size : (s + 1) * batch_size]]
-        batch = collator(feats)
+        batch = collator([dataset[i] for i in order[s * batch_size : (s + 1) * batch_size]])
         if pad_to:  # naive: pad every batch to the maximum length
             extra = pad_to - batch["input_ids"].shape[1]
             for k, v in batch.items():
                 if v.dim() == 2:
                     fill = -100 if k == "labels" else 0
                     batch[k] = torch.nn.functional.pad(v, (0, extra), value=fill)
+        yield batch
+
+
+def padding_seen(dataset, order, collator, batch_size, steps, pad_to=None) -> dict:
+    """Real tokens and computed positions of a side's batches, without training (--padding-only)."""
+    seen = {"tokens": 0, "positions": 0}
+    for batch in batches(dataset, order, collator, batch_size, steps, pad_to):
+        seen["tokens"] += int(batch["attention_mask"].sum())
+        seen["positions"] += batch["input_ids"].numel()
+    return seen
+
+
+def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=False) -> tuple[float, dict]:
+    """Real tokens per second over ``steps`` training steps, and what they covered (tokens, labelled
+    positions, pairs, each pair's length) for the FLOP count."""
+    opt = torch.optim.AdamW(model.parameters(), lr=0.0, fused=fused)  # lr 0: the step's cost, weights unchanged
+    model.train()
+    seen = {"labelled": 0, "lengths": [], "positions": 0}
+    start = time.perf_counter()
+    for batch in batches(dataset, order, collator, batch_size, steps, pad_to):
         nsp = batch.pop("next_sentence_label")
         seen["labelled"] += int((batch["labels"] != -100).sum())
+        seen["positions"] += batch["input_ids"].numel()  # real and padded, what the encoder computes
         seen["lengths"] += batch["attention_mask"].sum(1).tolist()
         if pad_to:
             labels = batch.pop("labels")
@@ -88,6 +105,11 @@ def main(argv=None) -> None:
     p.add_argument("--max-length", type=positive_int, default=128)
     p.add_argument("--steps", type=positive_int, default=12)
     p.add_argument("--rounds", type=positive_int, default=2)
+    p.add_argument(
+        "--padding-only",
+        action="store_true",
+        help="print only the padding line (no training, no timing): e.g. --steps 375 covers the default stage's 6,000 pairs",
+    )
     args = p.parse_args(argv)
 
     print_machine()
@@ -96,7 +118,7 @@ def main(argv=None) -> None:
     try:
         tok = load_tokenizer(cfg)
         ds = tokenize_pairs(read_pairs(args.pairs)[:n], tok, args.max_length)
-        model, _ = load_pretraining_model(cfg, len(tok), seed=0)
+        model = None if args.padding_only else load_pretraining_model(cfg, len(tok), seed=0)[0]
     except MinisciError as e:  # a missing or malformed pairs file, a model that does not load
         raise SystemExit(f"pretrain_throughput: {e}") from None
     collator = MlmNspCollator(tok, 0.15, pad_to_multiple_of=8, seed=0)
@@ -108,6 +130,14 @@ def main(argv=None) -> None:
         "fused": dict(order=grouped, fused=True),
         "naive": dict(order=random_order, pad_to=args.max_length),
     }
+    if args.padding_only:
+        sides = {
+            name: padding_seen(ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **rows[name])
+            for name in ("ours", "naive")
+        }
+        print(f"pairs: {n}, batch {args.batch_size}, max length {args.max_length}")
+        print(padding_line(sides["ours"], sides["naive"]))
+        return
     results, seen = {name: [] for name in rows}, {}
     for _ in range(args.rounds):
         for name, kw in rows.items():
@@ -126,6 +156,7 @@ def main(argv=None) -> None:
     )
     print(f"naive (random, padded to {args.max_length}, logits everywhere, AdamW):  {best['naive']:8.1f} real tokens/s")
     print(f"ratio ours/naive: {best['ours'] / best['naive']:.2f}x")
+    print(padding_line(seen["ours"], seen["naive"]))
     peak = peak_matmul_flops(model.config, torch.float32)
     flops = step_flops(model.config, seen["ours"])
     print(
@@ -179,6 +210,21 @@ def step_flops(config, seen: dict) -> float:
     d, vocab = config.hidden_size, config.vocab_size
     head = seen["labelled"] * 2 * (d * d + d * vocab) + len(seen["lengths"]) * 2 * (d * d + 2 * d)
     return 3 * (encoder_flops(config, seen["lengths"]) + head)
+
+
+def padded_share(seen: dict) -> float:
+    """Percent of the positions a run computed that were padding."""
+    return 100 * (1 - seen["tokens"] / seen["positions"]) if seen["positions"] else 0.0
+
+
+def padding_line(ours: dict, naive: dict) -> str:
+    """How much of each side's work is padding. Sequence packing (several pairs per row, no padding)
+    can at most remove ours' padded positions, so ours' share bounds what packing could gain."""
+    o = padded_share(ours)
+    return (
+        f"padding: ours {o:.1f}% of positions, naive {padded_share(naive):.1f}%; sequence packing could "
+        f"save at most ours' {o:.1f}% (length groups get tighter with more pairs: the stage groups all of them)"
+    )
 
 
 def ceiling_share(flops: float, tokens: int, tokens_per_s: float, peak: float, name: str) -> str:

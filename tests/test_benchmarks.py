@@ -221,6 +221,8 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         out,
     )
     assert re.search(r"ours \+ fused AdamW .* \d+\.\d+ real tokens/s \| \d+\.\d\dx ours", out)
+    padding = re.search(r"padding: ours (\d+\.\d)% of positions, naive (\d+\.\d)%; sequence packing could save", out)
+    assert padding and 0 <= float(padding[1]) < float(padding[2])  # 8 short pairs padded to 32 on the naive side
     shares = re.search(
         r"where ours spends a step \(profiled, self CPU time\): matrix products (\d+)%, dropout masks (\d+)%, "
         r"optimizer step (\d+)%, the rest (\d+)%; the matrix products run at \d+ GFLOP/s = \d+% of peak",
@@ -228,6 +230,10 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
     )
     assert shares and 98 <= sum(map(int, shares.groups())) <= 102  # rounded shares of one total
     assert int(shares[1]) > 0 and int(shares[3]) > 0
+    pretrain_throughput.main([*argv, "--max-length", "32", "--padding-only"])  # the same line, no training
+    out = capsys.readouterr().out
+    assert "real tokens/s" not in out and "where ours spends" not in out
+    assert f"padding: ours {padding[1]}% of positions, naive {padding[2]}%;" in out
     with pytest.raises(SystemExit, match=r"^pretrain_throughput: .*missing\.jsonl"):
         pretrain_throughput.main(
             [*argv[:0], "--pairs", str(tmp_path / "missing.jsonl"), "--model", str(tiny_model_dir)]
@@ -251,6 +257,18 @@ def test_benchmarks_refuse_counts_below_one_with_a_usage_error(benchmarks, capsy
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {argv[0]}: expected an integer >= 1, got" in err and "Traceback" not in err
+
+
+def test_pretrain_padding_line_bounds_packing_by_ours_padded_share(benchmarks):
+    import pretrain_throughput
+
+    ours = {"tokens": 90, "positions": 100}  # 10 padded positions of 100
+    naive = {"tokens": 90, "positions": 128}
+    line = pretrain_throughput.padding_line(ours, naive)
+    assert line.startswith(
+        "padding: ours 10.0% of positions, naive 29.7%; sequence packing could save at most ours' 10.0%"
+    )
+    assert pretrain_throughput.padded_share({"tokens": 0, "positions": 0}) == 0.0
 
 
 def test_pretrain_breakdown_sorts_profiled_time_by_kind(benchmarks):
