@@ -116,8 +116,14 @@ def main(argv=None) -> None:
     cfg = ModelConfig(base=args.model)
     n = args.batch_size * args.steps
     try:
+        pairs = read_pairs(args.pairs)
+        if len(pairs) < n:
+            raise MinisciError(
+                f"{args.pairs}: {len(pairs)} pairs, fewer than the {n} that --steps {args.steps} x "
+                f"--batch-size {args.batch_size} need"
+            )
         tok = load_tokenizer(cfg)
-        ds = tokenize_pairs(read_pairs(args.pairs)[:n], tok, args.max_length)
+        ds = tokenize_pairs(pairs[:n], tok, args.max_length)
         model = None if args.padding_only else load_pretraining_model(cfg, len(tok), seed=0)[0]
     except MinisciError as e:  # a missing or malformed pairs file, a model that does not load
         raise SystemExit(f"pretrain_throughput: {e}") from None

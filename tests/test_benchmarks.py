@@ -230,6 +230,8 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
     )
     assert shares and 98 <= sum(map(int, shares.groups())) <= 102  # rounded shares of one total
     assert int(shares[1]) > 0 and int(shares[3]) > 0
+    with pytest.raises(SystemExit, match=r"^pretrain_throughput: .*pairs\.jsonl: 8 pairs, fewer than the 12 that"):
+        pretrain_throughput.main([*argv, "--steps", "3", "--padding-only"])  # 3 x 4 pairs from a file of 8
     pretrain_throughput.main([*argv, "--max-length", "32", "--padding-only"])  # the same line, no training
     out = capsys.readouterr().out
     assert "real tokens/s" not in out and "where ours spends" not in out
