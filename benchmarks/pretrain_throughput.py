@@ -229,7 +229,7 @@ def padding_line(ours: dict, naive: dict) -> str:
     o = padded_share(ours)
     return (
         f"padding: ours {o:.1f}% of positions, naive {padded_share(naive):.1f}%; sequence packing could "
-        f"save at most ours' {o:.1f}% (length groups get tighter with more pairs: the stage groups all of them)"
+        f"save at most ours' {o:.1f}% (length groups get tighter with more pairs: the sampler sorts 50 batches at a time)"
     )
 
 
