@@ -12,6 +12,7 @@ from conftest import REPO, git_dvc_project, run
 
 from minisci.errors import MinisciError
 from minisci.report import studies
+from minisci.report.bootstrap import classification_counts, macro_f1_from_counts
 from minisci.report.experiments import experiment_rows, experiments_table, spec_commands
 
 SAMPLE = REPO / "tests" / "fixtures" / "dvc_exp_show.json"
@@ -267,3 +268,66 @@ def test_carry_over_of_an_unreadable_earlier_json_is_one_line_error(tmp_path):
     with pytest.raises(MinisciError, match=r"studies\.json: cannot read the earlier studies JSON .*--no-carry"):
         studies.carry_over(spec, {"welt_toy": not_run}, bad)
     assert studies.carry_over(spec, {"welt_toy": not_run}, tmp_path / "none.json") == {"welt_toy": not_run}
+
+
+def test_classification_study_scores_macro_f1_and_accuracy(monkeypatch):
+    labels = ["background", "method", "result"]
+    gold = ["background"] * 6 + ["method"] * 3 + ["result"]
+    # a: every "method" read as background; b: right but for one result read as method, per seed
+    pred_a = {"1": ["background"] * 9 + ["result"], "2": ["background"] * 9 + ["result"]}
+    pred_b = {"1": gold[:9] + ["method"], "2": list(gold)}
+    files = {}
+    for rev, arm, preds in (("c0", "baseline", pred_a), ("e1", "adapted", pred_b)):
+        files[(rev, f"metrics/finetune_classification/cite/{arm}.json")] = json.dumps(
+            {"seeds": [1, 2], "labels": labels}
+        )
+        rows = [
+            {"gold": g, "pred": preds["1"][i], "preds": {s: p[i] for s, p in preds.items()}} for i, g in enumerate(gold)
+        ]
+        files[(rev, f"models/finetune_classification/cite/{arm}/test_predictions.jsonl")] = "\n".join(
+            map(json.dumps, rows)
+        )
+    monkeypatch.setattr(studies, "_read", lambda root, rev, path: files[(rev, path)])
+    catalog = {"cite": {"task": "classification", "published": {"macro_f1": {"SciBERT": 0.855}}}}
+    index = {"exp": {"rev": "e1", "commit": "c0", "params": {}, "commit_params": {}, "catalog": catalog}}
+    study = studies.parse_spec(
+        {
+            "experiments": {"exp": {"set": {"finetune_classification.seeds": [1, 2]}}},
+            "studies": {
+                "cite_toy": {
+                    "dataset": "cite",
+                    "a": {"commit_of": "exp", "arm": "baseline"},
+                    "b": {"experiment": "exp", "arm": "adapted"},
+                }
+            },
+        },
+        "spec",
+    )
+    result = studies.run_study(study.studies["cite_toy"], REPO, [], index, resamples=500, seed=0)
+    assert result["task"] == "classification" and result["types"] == labels
+    # a: background P 6/9 R 1, method 0 (no prediction), result 1: macro-F1 (0.8 + 0 + 1) / 3
+    assert result["a"]["f1"] == {"mean": round(1.8 / 3, 4), "sd": 0.0}
+    assert result["a"]["accuracy"]["mean"] == 0.7
+    # b, seed 1: method P 3/4 R 1, result R 0; seed 2 perfect
+    assert result["b"]["per_seed"]["f1"] == [round((1 + 6 / 7 + 0) / 3, 4), 1.0]
+    assert result["b"]["per_seed"]["accuracy"] == [0.9, 1.0]
+    assert result["b"]["per_type"]["method"]["recall"]["mean"] == 1.0
+    # the same macro-F1 as the export stage's counting (minisci.report.bootstrap)
+    for seed, pred in pred_b.items():
+        c = classification_counts([{"gold": g, "pred": p} for g, p in zip(gold, pred)], labels).sum(0)
+        assert result["b"]["per_seed"]["f1"][int(seed) - 1] == round(float(macro_f1_from_counts(c, 3)), 4)
+    d = result["delta"]
+    assert d["f1"]["difference"] == pytest.approx((1 + 6 / 7) / 6 + 0.5 - 1.8 / 3, abs=1e-4)
+    assert d["accuracy"]["difference"] == pytest.approx(0.25) and d["f1"]["seeds_b_better"] == 2
+    assert set(d["per_type_f1"]) == set(labels)
+    markdown = studies.study_markdown(study.studies["cite_toy"], result, study)
+    assert "| accuracy | precision | recall | macro-F1 (mean ± sd) |" in markdown
+    assert "macro-F1 +" in markdown and "Published test macro-F1 on this set: SciBERT 85.50." in markdown
+    assert "| class | support |" in markdown and "| method | 3 |" in markdown
+
+
+def test_a_study_of_an_unknown_task_is_one_line_error():
+    spec = studies.parse_spec(SPEC, "spec")
+    index = {"welt": {"catalog": {"toy": {"task": "parsing"}}}}
+    with pytest.raises(MinisciError, match=r"^studies.welt_toy: dataset 'toy' has task 'parsing', not one of ner, "):
+        studies.task_of(spec.studies["welt_toy"], index)

@@ -1,4 +1,4 @@
-"""Studies: two arms of queued experiments compared on one NER test set, with seed-aware significance.
+"""Studies: two arms of queued experiments compared on one test set, with seed-aware significance.
 
 Usage:
     python -m minisci.report.studies queue [--only NAME ...] [--dry-run]    # dvc exp run --queue ...
@@ -13,9 +13,11 @@ study needs one arm only, a stage target, so that a WELT-vs-cross-entropy row co
 
 The report reads each experiment's outputs at its git revision through ``dvc.api`` (metrics from
 git, predictions from the local DVC cache), scores every seed's predictions, and compares b with a
-by :func:`minisci.report.bootstrap.seed_bootstrap` over paired seeds and test sentences: entity F1,
-precision and recall overall and F1 per entity type, with the catalogue's published anchors beside
-them. A study whose experiments have not run is listed with the commands that run it.
+by :func:`minisci.report.bootstrap.seed_bootstrap` over paired seeds and test examples, with the
+catalogue's published anchors beside them. The dataset's catalogue ``task`` decides the scores: for
+``ner``, entity F1, precision and recall overall (exact typed spans) and F1 per entity type; for
+``classification``, macro-F1, macro precision and macro recall over the classes in play, accuracy, and
+F1 per class. A study whose experiments have not run is listed with the commands that run it.
 
 A curve (``curves:``) puts several studies' F1 differences on one axis, for example adapted − baseline
 against pretraining steps: a table and a chart of b − a with its interval at each x. An ablation
@@ -316,12 +318,74 @@ def _mean_sd(values: list[float]) -> dict:
     return {"mean": round(float(v.mean()), 4), "sd": round(float(v.std(ddof=1)) if len(v) > 1 else 0.0, 4)}
 
 
-def score_side(gold: list[list[str]], preds: list[list[list[str]]], types: list[str]) -> tuple[dict, list, dict]:
-    """Per-seed and mean +- sd precision, recall and F1, overall and per type, plus the count arrays."""
-    overall = [counts(gold, p) for p in preds]
-    per_type = {t: [counts(gold, p, t) for p in preds] for t in types}
-    out = {name: _mean_sd([float(f(c.sum(0))) for c in overall]) for name, f in SCORES.items()}
-    out["per_seed"] = {name: [round(float(f(c.sum(0))), 4) for c in overall] for name, f in SCORES.items()}
+def class_counts(gold: list[str], pred: list[str], label: str) -> np.ndarray:
+    """Per example [true positive, predicted, gold] for one class: the layout of :func:`counts`, so that
+    one class's precision, recall and F1 are the entity functions'."""
+    g = np.array([x == label for x in gold], dtype=bool)
+    p = np.array([x == label for x in pred], dtype=bool)
+    return np.stack([g & p, p, g], axis=1).astype(float)
+
+
+def _per_class(c: np.ndarray, n_classes: int) -> np.ndarray:
+    """Summed counts (..., 3 * n_classes), class after class, as (..., n_classes, 3)."""
+    return c.reshape(*c.shape[:-1], n_classes, 3)
+
+
+def classification_scores(n_classes: int) -> dict:
+    """Macro precision, recall and F1 over the classes, and accuracy, from :func:`class_counts` of every
+    class side by side (accuracy = correct / examples = summed true positives / summed gold)."""
+
+    def macro(f):
+        return lambda c: f(_per_class(c, n_classes)).mean(axis=-1)
+
+    def accuracy(c):
+        k = _per_class(c, n_classes).sum(axis=-2)
+        return np.where(k[..., 2] > 0, k[..., 0] / np.maximum(k[..., 2], 1e-12), 0.0)
+
+    return {name: macro(f) for name, f in SCORES.items()} | {"accuracy": accuracy}
+
+
+@dataclasses.dataclass(frozen=True)
+class Scoring:
+    """How one task's test predictions are counted and scored: the items broken down (entity types or
+    classes), per-example counts of every item together (``item`` None) or of one, and the scores
+    computed from summed counts (``f1`` the headline: entity F1 or macro-F1)."""
+
+    task: str
+    stage: str
+    items: list[str]
+    count: Any  # (gold, pred, item | None) -> per-example counts
+    scores: dict
+
+
+def scoring(task: str, gold: list, preds: list[list], labels: list[str]) -> Scoring:
+    """The scoring of a ``task`` (the catalogue's ner | classification) for the gold labels and every
+    seed's predictions of both sides; ``labels`` are the classification stage's labels (its order)."""
+    if task == "classification":
+        seen = set(gold) | {x for pred in preds for x in pred}
+        classes = [lab for lab in labels if lab in seen]  # the stage's macro-F1 averages over these
+        classes += sorted(seen - set(classes))
+
+        def count(g, p, item=None):
+            if item is not None:
+                return class_counts(g, p, item)
+            return np.hstack([class_counts(g, p, lab) for lab in classes])
+
+        return Scoring(task, STAGES[task], classes, count, classification_scores(len(classes)))
+    types = sorted({s[0] for g in gold for s in spans(g)})
+    return Scoring(task, STAGES[task], types, counts, SCORES)
+
+
+def score_side(
+    gold: list, preds: list[list], types: list[str], count=counts, scores: dict | None = None
+) -> tuple[dict, list, dict]:
+    """Per-seed and mean +- sd scores (entity precision, recall and F1 unless ``scores`` says
+    otherwise), overall and per type or class, plus the count arrays."""
+    scores = SCORES if scores is None else scores
+    overall = [count(gold, p) for p in preds]
+    per_type = {t: [count(gold, p, t) for p in preds] for t in types}
+    out = {name: _mean_sd([float(f(c.sum(0))) for c in overall]) for name, f in scores.items()}
+    out["per_seed"] = {name: [round(float(f(c.sum(0))), 4) for c in overall] for name, f in scores.items()}
     out["per_type"] = {
         t: {name: _mean_sd([float(f(c.sum(0))) for c in cs]) for name, f in SCORES.items()}
         | {"support": int(cs[0][:, 2].sum())}
@@ -330,15 +394,24 @@ def score_side(gold: list[list[str]], preds: list[list[list[str]]], types: list[
     return out, overall, per_type
 
 
-def load_side(root: Path, side: Side, dataset: str, index: dict) -> dict:
+def task_of(study: Study, index: dict) -> str:
+    """The study dataset's ``task`` in the catalogue of its b side's experiment (ner when unnamed)."""
+    task = ((index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}).get("task") or "ner"
+    if task not in STAGES:
+        raise MinisciError(
+            f"studies.{study.name}: dataset {study.dataset!r} has task {task!r}, not one of {', '.join(STAGES)}"
+        )
+    return task
+
+
+def load_side(root: Path, side: Side, dataset: str, index: dict, stage: str = "finetune_ner") -> dict:
     e = index[side.experiment]
     rev = e["commit"] if side.commit_of else e["rev"]
     params = e["commit_params"] if side.commit_of else e["params"]
-    metrics_path = f"metrics/finetune_ner/{dataset}/{side.arm}.json"
-    metrics = json.loads(_read(root, rev, metrics_path))
+    metrics = json.loads(_read(root, rev, f"metrics/{stage}/{dataset}/{side.arm}.json"))
     rows = [
         json.loads(line)
-        for line in _read(root, rev, f"models/finetune_ner/{dataset}/{side.arm}/test_predictions.jsonl").splitlines()
+        for line in _read(root, rev, f"models/{stage}/{dataset}/{side.arm}/test_predictions.jsonl").splitlines()
         if line.strip()
     ]
     return {"rev": rev, "params": params, "metrics": metrics, "rows": rows}
@@ -347,6 +420,7 @@ def load_side(root: Path, side: Side, dataset: str, index: dict) -> dict:
 # 4. a study -------------------------------------------------------------------------------------------
 
 SHOWN_PARAMS = ("loss", "crf", "seeds", "epochs", "learning_rate", "max_train_examples")
+STAGES = {"ner": "finetune_ner", "classification": "finetune_classification"}
 
 
 def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples: int, seed: int) -> dict:
@@ -355,19 +429,23 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
         states = experiment_states(show)
         missing = {name: states.get(name, "not run") for name in missing}
         return {"title": study.title, "dataset": study.dataset, "status": "not run", "missing": missing}
-    sides = {k: load_side(root, getattr(study, k), study.dataset, index) for k in ("a", "b")}
+    task = task_of(study, index)
+    sides = {k: load_side(root, getattr(study, k), study.dataset, index, STAGES[task]) for k in ("a", "b")}
     seeds = {k: [int(s) for s in v["metrics"]["seeds"]] for k, v in sides.items()}
     if seeds["a"] != seeds["b"]:
         raise MinisciError(f"studies.{study.name}: the sides have different seeds ({seeds['a']} vs {seeds['b']})")
     gold = [r["gold"] for r in sides["a"]["rows"]]
     if gold != [r["gold"] for r in sides["b"]["rows"]]:
         raise MinisciError(f"studies.{study.name}: the sides were tested on different test sets")
-    types = sorted({s[0] for g in gold for s in spans(g)})
+    preds = {k: seed_predictions(v["rows"], seeds[k]) for k, v in sides.items()}
+    sc = scoring(task, gold, [*preds["a"], *preds["b"]], sides["a"]["metrics"].get("labels") or [])
+    types = sc.items
     result = {"title": study.title, "dataset": study.dataset, "status": "done", "seeds": seeds["a"], "types": types}
+    result["task"] = task
     scored = {}
     for k, v in sides.items():
         side = getattr(study, k)
-        summary, overall, per_type = score_side(gold, seed_predictions(v["rows"], seeds[k]), types)
+        summary, overall, per_type = score_side(gold, preds[k], types, sc.count, sc.scores)
         scored[k] = (overall, per_type)
         result[k] = {
             "label": side.label,
@@ -376,11 +454,11 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
             "arm": side.arm,
             "rev": v["rev"][:7],
             "queued_from": index[side.experiment]["commit"][:7],
-            "params": {p: v["params"].get(f"finetune_ner.{p}") for p in SHOWN_PARAMS},
+            "params": {p: v["params"].get(f"{sc.stage}.{p}") for p in SHOWN_PARAMS},
             **summary,
         }
     (oa, ta), (ob, tb) = scored["a"], scored["b"]
-    result["delta"] = {name: seed_bootstrap(oa, ob, f, resamples, seed) for name, f in SCORES.items()}
+    result["delta"] = {name: seed_bootstrap(oa, ob, f, resamples, seed) for name, f in sc.scores.items()}
     if len(types) > 1:
         result["delta"]["per_type_f1"] = {
             t: seed_bootstrap(ta[t], tb[t], f1_from_counts, resamples, seed) for t in types
@@ -420,32 +498,43 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
         lines += [f"Not run yet: {missing}. Queue and run it with:", "", "```"]
         return "\n".join([*lines, *commands, "dvc queue start", "```", ""])
     a, b = result["a"], result["b"]
+    cls = result.get("task") == "classification"
+    what, item = ("macro-F1", "class") if cls else ("F1", "type")
+    fifth = (
+        ("accuracy", lambda s: _pct(s["accuracy"]["mean"]))
+        if cls
+        else ("CRF", lambda s: format_value(s["params"]["crf"]))
+    )
     lines += [
         f"`{study.dataset}` test set, {len(result['seeds'])} seed(s) {result['seeds']} per side; "
-        f"b − a over paired seeds and test sentences (seed-aware bootstrap, {result['delta']['f1']['resamples']} resamples).",
+        f"b − a over paired seeds and test {'examples' if cls else 'sentences'} (seed-aware bootstrap, "
+        f"{result['delta']['f1']['resamples']} resamples)"
+        + ("; precision, recall and F1 are macro averages over the classes." if cls else "."),
         "",
-        "| side | what | rev | loss | CRF | precision | recall | F1 (mean ± sd) | F1 per seed |",
+        f"| side | what | rev | loss | {fifth[0]} | precision | recall | {what} (mean ± sd) | {what} per seed |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for key, s, side in (("a", a, study.a), ("b", b, study.b)):
         lines.append(
-            f"| {key}: {s['label']} | {side.describe()} | {s['rev']} | {s['params']['loss']} | {format_value(s['params']['crf'])} "
+            f"| {key}: {s['label']} | {side.describe()} | {s['rev']} | {s['params']['loss']} | {fifth[1](s)} "
             f"| {_pct(s['precision']['mean'])} | {_pct(s['recall']['mean'])} "
             f"| {_pct(s['f1']['mean'])} ± {_pct(s['f1']['sd'])} | {', '.join(_pct(x) for x in s['per_seed']['f1'])} |"
         )
     d = result["delta"]
     lines += [
         "",
-        f"**{b['label']} − {a['label']}: F1 {_diff(d['f1'])}**; precision {_diff(d['precision'])}; "
+        f"**{b['label']} − {a['label']}: {what} {_diff(d['f1'])}**; "
+        + (f"accuracy {_diff(d['accuracy'])}; " if cls else "")
+        + f"precision {_diff(d['precision'])}; "
         f"recall {_diff(d['recall'])}. {b['label']} ahead in {d['f1']['seeds_b_better']} of {d['f1']['seeds']} seeds.",
     ]
-    anchors = _published(result, "f1")
+    anchors = _published(result, "macro_f1" if cls else "f1")
     if anchors:
-        lines += ["", f"Published test F1 on this set: {anchors}."]
+        lines += ["", f"Published test {what} on this set: {anchors}."]
     if "per_type_f1" in d or any(k.startswith("f1.") for k in result.get("published", {})):
         lines += [
             "",
-            f"| type | support | {a['label']} P / R / F1 | {b['label']} P / R / F1 | Δ F1 [95% CI], p | published F1 |",
+            f"| {item} | support | {a['label']} P / R / F1 | {b['label']} P / R / F1 | Δ F1 [95% CI], p | published F1 |",
             "|---|---|---|---|---|---|",
         ]
         for t in result["types"]:
@@ -545,7 +634,8 @@ def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -
         "Generated by `python -m minisci.report.experiments --studies metrics/studies.md` (or "
         "`python -m minisci.report.studies report`) from the experiments in `dvc exp show` and their "
         "cached test predictions; the studies are defined in `src/minisci/report/studies.yaml`. "
-        "Scores are test-set entity scores (exact typed spans) in %, mean over seeds; differences are "
+        "Scores are test-set scores in %, mean over seeds: entity scores (exact typed spans) for NER, "
+        "macro averages over the classes for classification (its F1 is macro-F1); differences are "
         "b − a with 95% intervals and two-sided p-values from the seed-aware bootstrap.",
         "",
         "| study | a → b | F1 | Δ F1 [95% CI], p | Δ precision / Δ recall | b ahead (seeds) | status |",
