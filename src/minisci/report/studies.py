@@ -46,6 +46,7 @@ from minisci.errors import MinisciError
 from minisci.io import atomic_path
 from minisci.report.bootstrap import f1_from_counts, seed_bootstrap
 from minisci.report.experiments import _params, format_value, read_show
+from minisci.report.export import TASKS
 
 ARMS = ("baseline", "adapted")
 DEFAULT_SPEC = "studies.yaml"  # packaged beside this module
@@ -351,7 +352,6 @@ class Scoring:
     classes), per-example counts of every item together (``item`` None) or of one, and the scores
     computed from summed counts (``f1`` the headline: entity F1 or macro-F1)."""
 
-    task: str
     stage: str
     items: list[str]
     count: Any  # (gold, pred, item | None) -> per-example counts
@@ -371,9 +371,9 @@ def scoring(task: str, gold: list, preds: list[list], labels: list[str]) -> Scor
                 return class_counts(g, p, item)
             return np.hstack([class_counts(g, p, lab) for lab in classes])
 
-        return Scoring(task, STAGES[task], classes, count, classification_scores(len(classes)))
+        return Scoring(TASKS[task].stage, classes, count, classification_scores(len(classes)))
     types = sorted({s[0] for g in gold for s in spans(g)})
-    return Scoring(task, STAGES[task], types, counts, SCORES)
+    return Scoring(TASKS[task].stage, types, counts, SCORES)
 
 
 def score_side(
@@ -397,9 +397,9 @@ def score_side(
 def task_of(study: Study, index: dict) -> str:
     """The study dataset's ``task`` in the catalogue of its b side's experiment (ner when unnamed)."""
     task = ((index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}).get("task") or "ner"
-    if task not in STAGES:
+    if task not in TASKS:
         raise MinisciError(
-            f"studies.{study.name}: dataset {study.dataset!r} has task {task!r}, not one of {', '.join(STAGES)}"
+            f"studies.{study.name}: dataset {study.dataset!r} has task {task!r}, not one of {', '.join(TASKS)}"
         )
     return task
 
@@ -420,7 +420,6 @@ def load_side(root: Path, side: Side, dataset: str, index: dict, stage: str = "f
 # 4. a study -------------------------------------------------------------------------------------------
 
 SHOWN_PARAMS = ("loss", "crf", "seeds", "epochs", "learning_rate", "max_train_examples")
-STAGES = {"ner": "finetune_ner", "classification": "finetune_classification"}
 
 
 def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples: int, seed: int) -> dict:
@@ -430,7 +429,7 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
         missing = {name: states.get(name, "not run") for name in missing}
         return {"title": study.title, "dataset": study.dataset, "status": "not run", "missing": missing}
     task = task_of(study, index)
-    sides = {k: load_side(root, getattr(study, k), study.dataset, index, STAGES[task]) for k in ("a", "b")}
+    sides = {k: load_side(root, getattr(study, k), study.dataset, index, TASKS[task].stage) for k in ("a", "b")}
     seeds = {k: [int(s) for s in v["metrics"]["seeds"]] for k, v in sides.items()}
     if seeds["a"] != seeds["b"]:
         raise MinisciError(f"studies.{study.name}: the sides have different seeds ({seeds['a']} vs {seeds['b']})")
