@@ -65,6 +65,7 @@ TINY_OVERRIDES = {
         "eval_batch_size": 16,
         "max_length": 64,
         "logging_steps": 2,
+        "seeds": [13],
     },
     "finetune_embeddings": {
         "n_train": 16,

@@ -65,7 +65,9 @@ def test_classification_resume_matches_uninterrupted_run(tmp_path, tiny_model_di
     from minisci.config import FinetuneClassificationConfig, from_dict
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_classification"]
-    params.update({"epochs": 2.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5})
+    params.update(
+        {"epochs": 2.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5, "seeds": [13]}
+    )
     cfg = from_dict(FinetuneClassificationConfig, params, "finetune_classification")
     data = prepare(learnable_scicite_files(tmp_path / "raw"), "scicite", tmp_path / "prepared")
     ref = run_finetune_classification(data, tiny_model_dir, cfg, tmp_path / "ref")
