@@ -439,8 +439,14 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
     preds = {k: seed_predictions(v["rows"], seeds[k]) for k, v in sides.items()}
     sc = scoring(task, gold, [*preds["a"], *preds["b"]], sides["a"]["metrics"].get("labels") or [])
     types = sc.items
-    result = {"title": study.title, "dataset": study.dataset, "status": "done", "seeds": seeds["a"], "types": types}
-    result["task"] = task
+    result = {
+        "title": study.title,
+        "dataset": study.dataset,
+        "status": "done",
+        "seeds": seeds["a"],
+        "types": types,
+        "task": task,
+    }
     scored = {}
     for k, v in sides.items():
         side = getattr(study, k)
