@@ -45,7 +45,7 @@ SPEC = {
 
 def test_packaged_spec_parses_and_names_known_stages():
     spec = studies.load_spec()
-    default = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_ner"]["datasets"]
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
     assert "welt_ncbi" in spec.studies and "typed_bc5cdr" in spec.studies
     for exp in spec.experiments.values():
         for target in exp.targets:
@@ -53,7 +53,8 @@ def test_packaged_spec_parses_and_names_known_stages():
             assert stage in {"finetune_ner", "finetune_classification", "export_metrics"}
             if item:  # the matrix item of a targeted arm exists under the experiment's datasets
                 dataset, _, arm = item.rpartition("-")
-                assert arm in studies.ARMS and dataset in exp.set.get("finetune_ner.datasets", default)
+                datasets = exp.set.get(f"{stage}.datasets", params[stage]["datasets"])
+                assert arm in studies.ARMS and dataset in datasets
 
 
 @pytest.mark.parametrize(
