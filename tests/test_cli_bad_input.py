@@ -203,6 +203,18 @@ def bad_utf8_abstract(a, t):
     return ["reviewers", "--index", str(a["root"] / "index"), str(t / "abs.txt")]
 
 
+def index_without_authors(a, t):
+    docs = [{k: v for k, v in d.items() if k != "authors"} for d in DOCS]
+    (t / "d.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    assert cli.main(["index", "--model", str(a["encoder"]), "--docs", str(t / "d.jsonl"), "--out", str(t / "i")]) == 0
+    return ["reviewers", "--index", str(t / "i"), str(a["root"] / "abstract.txt")]
+
+
+def every_author_excluded(a, t):
+    names = [x for d in DOCS for n in d["authors"] for x in ("--exclude", n.upper())]
+    return ["reviewers", "--index", str(a["root"] / "index"), str(a["root"] / "abstract.txt"), *names]
+
+
 CASES = [
     # wrong-task and head-less models
     ("ner on a citation model", lambda a, t: ["ner", "--model", str(a["cite"]), "x"], 1,
@@ -250,6 +262,8 @@ CASES = [
     ("index.json corrupt", corrupt_index_json, 1, r"index.json: not valid JSON"),
     ("index.json without a key", index_json_missing_key, 1, r"index.json: expected 'max_length' \(int\), got None"),
     ("document row without title", row_without_title, 1, r"documents.jsonl:2: expected string fields 'id' and 'title'"),
+    ("reviewers from an index without authors", index_without_authors, 1, r"i: no document in the index has authors; build it from documents with an 'authors' list$"),
+    ("reviewers with every author excluded", every_author_excluded, 1, r"--exclude: every author in the index is excluded$"),
 ]  # fmt: skip
 
 

@@ -126,6 +126,19 @@ def test_page_bad_inputs_get_a_message_not_a_crash(monkeypatch, tmp_path, tiny_f
     assert not at.exception
 
 
+def test_page_says_why_no_reviewer_is_ranked(monkeypatch, tiny_model_dir, index_dir):
+    at = app(monkeypatch, embeddings=tiny_model_dir, index=index_dir)
+    at.text_area[2].input("shortest paths in sparse graphs")
+    at.text_area[3].input("ada\nBOB\ncy\nDee")
+    at.button[3].click()
+    at = at.run()
+    assert not at.exception and not at.error
+    assert [w.value for w in at.warning] == ["Every author in the index is excluded."]
+    at.text_area[3].input("Bob")
+    at = at.button[3].click().run()
+    assert not at.warning and [r["author"] for r in at.table[0].value.to_dict("records")] == ["Dee", "Ada", "Cy"]
+
+
 # 2. the page in a real browser
 
 

@@ -130,7 +130,7 @@ def cmd_index(args) -> None:
     print(
         json.dumps(info)
         if args.jsonl
-        else f"indexed {info['documents']} documents ({info['dimension']}-d) -> {clean(args.out)}"
+        else f"indexed {info['documents']} document{'s' * (info['documents'] != 1)} ({info['dimension']}-d) -> {clean(args.out)}"
     )
 
 
@@ -150,6 +150,11 @@ def cmd_reviewers(args) -> None:
     ranked = recommend_reviewers(
         args.index, abstract, args.k, tuple(args.exclude), args.aggregation, device=args.device
     )
+    if not ranked:
+        from minisci.serve.search import load_index, why_no_reviewers
+
+        reason = why_no_reviewers(load_index(args.index)[1])
+        raise MinisciError(f"{'--exclude' if args.exclude and 'excluded' in reason else args.index}: {reason}")
     _emit(
         ranked,
         args.jsonl,

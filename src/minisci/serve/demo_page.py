@@ -20,6 +20,7 @@ from transformers import AutoModel, pipeline  # noqa: F401
 from minisci.errors import MinisciError
 from minisci.serve import demo
 from minisci.serve.api import CitationClassifier, Index, NerTagger
+from minisci.serve.search import why_no_reviewers
 
 
 @st.cache_resource(show_spinner="Loading the NER model...")
@@ -143,6 +144,9 @@ def reviewers_tab(index: Index | None) -> None:
         ranked = index.reviewers(demo.check_text(abstract, "abstract", "minisci reviewers"), k, banned, aggregation)
     except MinisciError as e:
         st.error(str(e))
+        return
+    if not ranked:
+        st.warning(why_no_reviewers(index.documents).capitalize() + ".")
         return
     titles = {d["id"]: d.get("title") or d["id"] for d in index.documents}
     st.table(
