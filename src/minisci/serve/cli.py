@@ -153,8 +153,8 @@ def cmd_reviewers(args) -> None:
     if not ranked:
         from minisci.serve.search import load_index, why_no_reviewers
 
-        reason = why_no_reviewers(load_index(args.index)[1])
-        raise MinisciError(f"{'--exclude' if args.exclude and 'excluded' in reason else args.index}: {reason}")
+        blame, reason = why_no_reviewers(load_index(args.index)[1])
+        raise MinisciError(f"{args.index if blame == 'index' else '--exclude'}: {reason}")
     _emit(
         ranked,
         args.jsonl,

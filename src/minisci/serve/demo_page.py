@@ -146,7 +146,7 @@ def reviewers_tab(index: Index | None) -> None:
         st.error(str(e))
         return
     if not ranked:
-        st.warning(why_no_reviewers(index.documents).capitalize() + ".")
+        st.warning(why_no_reviewers(index.documents)[1].capitalize() + ".")
         return
     titles = {d["id"]: d.get("title") or d["id"] for d in index.documents}
     st.table(

@@ -280,11 +280,12 @@ def rank_authors(
     return [{"rank": i + 1, **r} for i, r in enumerate(ranked[:k])]
 
 
-def why_no_reviewers(docs: list[dict]) -> str:
-    """Why :func:`rank_authors` ranked no one over ``docs`` (an empty answer would read as "no match")."""
+def why_no_reviewers(docs: list[dict]) -> tuple[str, str]:
+    """Why :func:`rank_authors` ranked no one over ``docs`` (an empty answer would read as "no match"):
+    the input to blame (``"index"`` or ``"exclude"``) and the reason."""
     if not any(d.get("authors") for d in docs):
-        return "no document in the index has authors; build it from documents with an 'authors' list"
-    return "every author in the index is excluded"
+        return "index", "no document in the index has authors; build it from documents with an 'authors' list"
+    return "exclude", "every author in the index is excluded"
 
 
 def _check_k(k: int) -> None:
