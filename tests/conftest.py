@@ -180,6 +180,26 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_repro(tmp_path_factory) -> Path:
+    """The whole tiny pipeline reproduced by ``dvc repro`` and committed, once per session (~2 min
+    on 2 cores); its output is in ``repro.out`` beside it. Tests read it, or change a
+    :func:`copy_project` of it, never the original."""
+    proj = make_project(tmp_path_factory.mktemp("repro") / "proj")
+    (proj.parent / "repro.out").write_text(run(["dvc", "repro"], proj).stdout)
+    run(["git", "add", "-A"], proj)
+    run(["git", "commit", "-qm", "baseline run"], proj)
+    return proj
+
+
+def copy_project(src: Path, dst: Path) -> Path:
+    """A copy of the git + DVC project ``src`` (workspace, cache, history) at ``dst``, to change freely."""
+    import shutil
+
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+@pytest.fixture(scope="session")
 def fixture_prepared(tmp_path_factory) -> Path:
     """The fixture mirror's datasets as prepare_data writes them (data/prepared layout)."""
     root = tmp_path_factory.mktemp("prepared")

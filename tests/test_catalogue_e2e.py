@@ -4,7 +4,7 @@ the built-ins do not use, fine-tuned and reported by `dvc repro` with no code ch
 import json
 
 import pytest
-from conftest import make_project, run
+from conftest import copy_project, make_project, run
 
 from minisci.data.readers import load_prepared
 
@@ -64,8 +64,8 @@ DATASETS = {
 
 
 @pytest.mark.slow
-def test_user_declared_datasets_run_end_to_end(tmp_path):
-    proj = make_project(tmp_path / "proj")
+def test_user_declared_datasets_run_end_to_end(tiny_repro, tmp_path):
+    proj = copy_project(tiny_repro, tmp_path / "proj")  # a project already run, as a user's is
     user_ner(proj)
     user_classification(proj)
     run(["dvc", "add", "data/user_ner", "data/user_cls"], proj)
@@ -84,6 +84,8 @@ def test_user_declared_datasets_run_end_to_end(tmp_path):
         "finetune_classification@user_cls-baseline",
     ):
         assert f"Running stage '{stage}'" in out
+    # the guard found none of the new test texts in the corpus, so the encoder is not retrained
+    assert "Running stage 'sample_corpus'" in out and "Running stage 'pretrain'" not in out
     ner = load_prepared(proj / "data/prepared/user_ner")
     assert ner.meta["scheme"] == "IOB1" and ner.labels == ["Drug"] and ner.splits["test"][0].tags[1] == "B-Drug"
     m = json.loads((proj / "metrics/finetune_classification/user_cls/adapted.json").read_text())

@@ -5,7 +5,7 @@ import json
 
 import pytest
 import yaml
-from conftest import make_project, run
+from conftest import copy_project, make_project, run
 
 
 def test_dvc_repro_make_pairs(tmp_path):
@@ -65,9 +65,9 @@ def stale_stages(proj):
 
 
 @pytest.mark.slow
-def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tmp_path):
-    proj = make_project(tmp_path / "proj")
-    out = run(["dvc", "repro"], proj).stdout
+def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tiny_repro, tmp_path):
+    out = (tiny_repro.parent / "repro.out").read_text()  # the whole pipeline's `dvc repro` from scratch
+    proj = copy_project(tiny_repro, tmp_path / "proj")
     for stage in (
         "finetune_ner@bc5cdr-baseline",
         "finetune_ner@bc5cdr-adapted",

@@ -1,5 +1,9 @@
 """The experiment workflow from the README on the tiny pipeline in a temporary git repository:
-repro, exp run -S, exp show, metrics diff, a queued grid, exp apply / branch, and a local remote."""
+repro, exp run -S, exp show, metrics diff, a queued grid, exp apply / branch, and a local remote.
+
+Every test but the last needs the whole tiny pipeline reproduced (~2 min on 2 cores, shared with
+the other slow tests through ``tiny_repro``), so they are ``slow``: CI runs them; the default suite
+covers ``dvc exp run`` / ``exp show`` on smaller pipelines (test_experiments.py, test_studies.py)."""
 
 import json
 import shutil
@@ -7,20 +11,18 @@ import time
 
 import pytest
 import yaml
-from conftest import REPO, make_project, run
+from conftest import REPO, copy_project, run
 from huggingface_hub import ModelCard
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    proj = make_project(tmp_path_factory.mktemp("wf") / "proj")
-    run(["dvc", "repro"], proj)
-    run(["git", "add", "-A"], proj)
-    run(["git", "commit", "-qm", "baseline run"], proj)
-    return proj
+def project(tiny_repro, tmp_path_factory):
+    """The reproduced tiny pipeline, moved to another directory: DVC must still find it up to date."""
+    return copy_project(tiny_repro, tmp_path_factory.mktemp("wf") / "proj")
 
 
-def test_full_tiny_pipeline_outputs(project):
+@pytest.mark.slow
+def test_full_tiny_pipeline_outputs(project, tiny_repro):
     summary = json.loads((project / "metrics/summary.json").read_text())
     for key in (
         "ner.bc5cdr.adapted.test.f1",
@@ -41,13 +43,15 @@ def test_full_tiny_pipeline_outputs(project):
     for model in ("adapted", "embeddings", "finetune_ner/bc5cdr/adapted", "finetune_classification/scicite/baseline"):
         meta = ModelCard.load(project / "models" / model / "README.md").data.to_dict()
         assert meta["model-index"][0]["results"], model
-        assert str(project) not in (project / "models" / model / "README.md").read_text()
+        card = (project / "models" / model / "README.md").read_text()
+        assert str(tiny_repro) not in card and str(project) not in card  # written in tiny_repro, read here
     assert "Running stage" not in run(["dvc", "repro"], project).stdout  # nothing changed: nothing runs
     shown = json.loads(run(["dvc", "plots", "show", "--json"], project).stdout)["data"]
     assert "pretraining loss" in shown
     assert any("confusion.json" in k for k in shown) and any("per_type_f1.json" in k for k in shown)
 
 
+@pytest.mark.slow
 def test_exp_run_show_and_metrics_diff(project):
     out = run(["dvc", "exp", "run", "-n", "welt", "-S", "finetune_ner.loss=welt"], project).stdout
     assert "Running stage 'finetune_ner@bc5cdr-adapted'" in out and "Running stage 'finetune_classification" not in out
@@ -87,6 +91,7 @@ def test_queued_grid_apply_and_branch(project):
     run(["dvc", "checkout", "--force"], project)
 
 
+@pytest.mark.slow
 def test_push_and_pull_through_a_local_remote(project, tmp_path):
     run(["dvc", "remote", "add", "-d", "local", str(tmp_path / "remote")], project)
     run(["dvc", "push"], project)
