@@ -149,8 +149,9 @@ def main(argv=None) -> None:
         print(padding_line(sides["ours"], sides["naive"]))
         return
     results, seen = {name: [] for name in rows}, {}
-    for kw in rows.values():  # one untimed step each: the process's first steps pay one-off costs, which
-        run(model, ds, collator=collator, batch_size=args.batch_size, steps=1, **kw)  # fell on "ours" alone
+    # One untimed step of each side first: a process's first steps pay one-off costs, which fell on "ours" alone.
+    for kw in rows.values():
+        run(model, ds, collator=collator, batch_size=args.batch_size, steps=1, **kw)
     for _ in range(args.rounds):
         for name, kw in rows.items():
             speed, seen[name] = run(model, ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **kw)
