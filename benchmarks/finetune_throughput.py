@@ -1,7 +1,7 @@
 """Fine-tuning throughput of minisci's NER training path vs the stock Trainer, and the bf16 speed-up.
 
 Usage: python benchmarks/finetune_throughput.py [--data data/prepared/bc5cdr] [--model models/adapted]
-           [--steps 100] [--seeds 0 1 2] [--precision fp32|bf16]
+           [--steps 100] [--seeds 0 1 2] [--precision fp32|bf16] [--attention-dropout-off]
 
 Same prepared data (``dvc repro prepare_data``), same features (minisci's word-piece windows, labels on
 each word's first piece), same initial weights per seed, same number of optimizer steps and the same
@@ -16,6 +16,11 @@ padding, loss), which the CRF head's emissions go through unchanged.
 
 ``--precision bf16``: ours in fp32 against ours in bf16 autocast over --seeds: speed-up and dev-F1
 drift. Refused, with one line, on a CPU without native bf16 (see ``minisci.training.resolve_precision``).
+
+``--attention-dropout-off``: ours against ours with the attention probabilities' dropout at 0 (the
+model config's ``attention_probs_dropout_prob``; a recipe change): speed-up and dev-F1 drift. With
+dropout, PyTorch's CPU attention falls back to the unfused product, softmax and mask; without, its
+fused kernel runs.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from minisci.finetune.ner import encode_sentences, evaluate, label_list
 from minisci.training import resolve_precision, training_arguments
 
 
-def load_model(model_dir: str, labels: list[str], seed: int):
+def load_model(model_dir: str, labels: list[str], seed: int, **config):
+    """The encoder with a fresh token-classification head; ``config`` overrides its config's values."""
     from transformers import AutoModelForTokenClassification, set_seed
 
     set_seed(seed)  # the head's initialisation: the same on both sides
@@ -50,6 +56,7 @@ def load_model(model_dir: str, labels: list[str], seed: int):
         label2id={v: k for k, v in id2label.items()},
         use_safetensors=True,
         local_files_only=True,
+        **config,
     )
 
 
@@ -96,11 +103,11 @@ def minisci_trainer(model, tokenizer, ds, cfg: FinetuneNerConfig, seed: int, ste
     return WeightedLossTrainer(model=model, args=args, train_dataset=ds, data_collator=collator, class_weights=weights)
 
 
-def timed_run(build, model_dir, data, labels, tokenizer, cfg, seed: int) -> dict:
+def timed_run(build, model_dir, data, labels, tokenizer, cfg, seed: int, **config) -> dict:
     """Train one side for cfg's steps; real pieces per second, seconds, and dev F1."""
     from transformers.trainer_callback import PrinterCallback
 
-    model = load_model(model_dir, labels, seed)
+    model = load_model(model_dir, labels, seed, **config)
     with tempfile.TemporaryDirectory() as work:
         trainer = build(model, work)
         trainer.remove_callback(PrinterCallback)  # the rows below say what matters
@@ -126,7 +133,13 @@ def main(argv=None) -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--batch-size", type=positive_int, help="override finetune_ner.batch_size")
     p.add_argument("--max-length", type=positive_int, help="override finetune_ner.max_length (word pieces per window)")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: ours fp32 vs ours bf16")
+    compare = p.add_mutually_exclusive_group()
+    compare.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: ours fp32 vs ours bf16")
+    compare.add_argument(
+        "--attention-dropout-off",
+        action="store_true",
+        help="ours vs ours with the attention probabilities' dropout at 0 (a recipe change)",
+    )
     args = p.parse_args(argv)
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
@@ -162,20 +175,26 @@ def main(argv=None) -> None:
     )
 
     # 3. the sides, interleaved per seed so machine noise hits them alike
-    sides = {"ours fp32": cfg}
+    sides, config = {"ours fp32": cfg}, {}
     if args.precision == "bf16":
         sides["ours bf16"] = dataclasses.replace(cfg, precision="bf16")
-    results = {name: [] for name in (["stock Trainer fp32"] if args.precision == "fp32" else []) + list(sides)}
+    if args.attention_dropout_off:
+        sides["ours fp32, attention dropout off"] = cfg
+        config["ours fp32, attention dropout off"] = {"attention_probs_dropout_prob": 0.0}
+    with_stock = len(sides) == 1
+    results = {name: [] for name in (["stock Trainer fp32"] if with_stock else []) + list(sides)}
     for i, seed in enumerate(args.seeds):
         builders = {
             name: lambda m, w, c=side, s=seed: minisci_trainer(m, tokenizer, ds, c, s, args.steps, w, weights)
             for name, side in sides.items()
         }
-        if args.precision == "fp32":
+        if with_stock:
             builders["stock Trainer fp32"] = lambda m, w, s=seed: stock_trainer(m, tokenizer, ds, cfg, s, args.steps, w)
         for name in list(builders)[:: 1 if i % 2 else -1]:  # alternate which side runs first (warm caches)
             side_cfg = sides.get(name, cfg)
-            results[name].append(timed_run(builders[name], args.model, data, labels, tokenizer, side_cfg, seed))
+            results[name].append(
+                timed_run(builders[name], args.model, data, labels, tokenizer, side_cfg, seed, **config.get(name, {}))
+            )
 
     # 4. rows: the first side is the reference of the ratio
     reference = next(iter(results))

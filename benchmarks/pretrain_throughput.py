@@ -8,11 +8,14 @@ and the stage's optimizer (``torch.optim.AdamW`` with its defaults, which on CPU
 loop). Naive: random batches, every batch padded to max_seq_length, and the stock
 ``BertForPreTraining`` forward (vocabulary logits at every position), with the same optimizer.
 A third row is a candidate for the stage: ours with ``AdamW(fused=True)`` (one fused kernel over all
-parameters; the Trainer's own default ``adamw_torch_fused``, which fine-tuning already uses). Same
-weights, pairs and masks, same number of optimizer steps (at learning rate 0, so the step costs what
-it costs without changing the weights); the ratio counts real (non-padding) tokens per second. Runs
-interleave (ours, fused, naive, ours, ...) so machine noise hits all alike, after one untimed
-step of each (the first steps of a process pay one-off costs).
+parameters; the Trainer's own default ``adamw_torch_fused``, which fine-tuning already uses). Two more
+rows are candidates that change the recipe, measured to say what dropout costs: ours with the
+attention probabilities' dropout off (then PyTorch's fused CPU attention kernel runs, which has no
+dropout; with it, SDPA falls back to the unfused product, softmax and mask), and ours with every
+dropout off. Same weights, pairs and masks, same number of optimizer steps (at learning rate 0, so
+the step costs what it costs without changing the weights); the ratio counts real (non-padding)
+tokens per second. Runs interleave (ours, fused, naive, ours, ...) so machine noise hits all alike,
+after one untimed step of each (the first steps of a process pay one-off costs).
 
 Also prints the share of the fp32 ceiling each of ours reaches: the matrix-product FLOPs a training
 step cannot avoid (the encoder over the real tokens, the MLM transform and vocabulary projection at
@@ -21,13 +24,15 @@ roofline.py) divided by its time, against this CPU's peak fp32 matrix-product ra
 same run. Then where ours spends its time (``torch.profiler`` over the same steps, self CPU time per
 operator): the matrix products (and the rate they run at), dropout's random masks, the optimizer step,
 and the rest (layer norm, GELU, softmax, embeddings, copies), which says what keeps a step from the
-ceiling. The profiler's own overhead lands in "the rest". And the share of each side's positions that
-are padding, which bounds what sequence packing could gain over ours.
+ceiling. The profiler's own overhead lands in "the rest". The same for ours without dropout, which
+says what stays when the masks are gone. And the share of each side's positions that are padding,
+which bounds what sequence packing could gain over ours.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import torch
@@ -75,28 +80,57 @@ def padding_seen(dataset, order, collator, batch_size, steps, pad_to=None) -> di
     return seen
 
 
-def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=False) -> tuple[float, dict]:
+def dropouts(model, which: str) -> list[torch.nn.Dropout]:
+    """The model's dropout layers: ``attention`` those on the attention probabilities (each
+    ``*SelfAttention`` module's, whose rate the attention function reads), ``all`` every one."""
+    if which == "all":
+        return [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    return [
+        m.dropout
+        for m in model.modules()
+        if type(m).__name__.endswith("SelfAttention") and isinstance(getattr(m, "dropout", None), torch.nn.Dropout)
+    ]
+
+
+@contextlib.contextmanager
+def dropout_off(model, which: str | None):
+    """Dropout rate 0 on ``dropouts(model, which)`` while inside (nothing when ``which`` is None)."""
+    layers = dropouts(model, which) if which else []
+    rates = [m.p for m in layers]
+    for m in layers:
+        m.p = 0.0
+    try:
+        yield
+    finally:
+        for m, p in zip(layers, rates, strict=True):
+            m.p = p
+
+
+def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=False, no_dropout=None):
     """Real tokens per second over ``steps`` training steps, and what they covered (tokens, labelled
-    positions, pairs, each pair's length) for the FLOP count."""
+    positions, pairs, each pair's length) for the FLOP count. ``no_dropout``: ``attention`` or
+    ``all`` dropout layers off for these steps (see :func:`dropouts`)."""
     opt = torch.optim.AdamW(model.parameters(), lr=0.0, fused=fused)  # lr 0: the step's cost, weights unchanged
     model.train()
     seen = {"labelled": 0, "lengths": [], "positions": 0}
-    start = time.perf_counter()
-    for batch in batches(dataset, order, collator, batch_size, steps, pad_to):
-        nsp = batch.pop("next_sentence_label")
-        seen["labelled"] += int((batch["labels"] != -100).sum())
-        seen["positions"] += batch["input_ids"].numel()  # real and padded, what the encoder computes
-        seen["lengths"] += batch["attention_mask"].sum(1).tolist()
-        if pad_to:
-            labels = batch.pop("labels")
-            mlm_loss, nsp_loss = naive_losses(model, batch, labels, nsp)
-        else:
-            mlm_loss, nsp_loss = pretraining_losses(model(**batch), nsp)
-        (mlm_loss + nsp_loss).backward()
-        opt.step()
-        opt.zero_grad()
+    with dropout_off(model, no_dropout):
+        start = time.perf_counter()
+        for batch in batches(dataset, order, collator, batch_size, steps, pad_to):
+            nsp = batch.pop("next_sentence_label")
+            seen["labelled"] += int((batch["labels"] != -100).sum())
+            seen["positions"] += batch["input_ids"].numel()  # real and padded, what the encoder computes
+            seen["lengths"] += batch["attention_mask"].sum(1).tolist()
+            if pad_to:
+                labels = batch.pop("labels")
+                mlm_loss, nsp_loss = naive_losses(model, batch, labels, nsp)
+            else:
+                mlm_loss, nsp_loss = pretraining_losses(model(**batch), nsp)
+            (mlm_loss + nsp_loss).backward()
+            opt.step()
+            opt.zero_grad()
+        elapsed = time.perf_counter() - start
     seen["tokens"] = sum(seen["lengths"])
-    return seen["tokens"] / (time.perf_counter() - start), seen
+    return seen["tokens"] / elapsed, seen
 
 
 def main(argv=None) -> None:
@@ -139,6 +173,8 @@ def main(argv=None) -> None:
         "ours": dict(order=grouped),
         "fused": dict(order=grouped, fused=True),
         "naive": dict(order=random_order, pad_to=args.max_length),
+        "no attention dropout": dict(order=grouped, no_dropout="attention"),
+        "no dropout": dict(order=grouped, no_dropout="all"),
     }
     if args.padding_only:
         sides = {
@@ -169,16 +205,23 @@ def main(argv=None) -> None:
     )
     print(f"naive (random, padded to {args.max_length}, logits everywhere, AdamW):  {best['naive']:8.1f} real tokens/s")
     print(f"ratio ours/naive: {best['ours'] / best['naive']:.2f}x")
+    for name, label in (
+        ("no attention dropout", "ours, attention dropout off (recipe change; fused attention):"),
+        ("no dropout", "ours, all dropout off (recipe change):"),
+    ):
+        print(f"{label:<60} {best[name]:8.1f} real tokens/s | {best[name] / best['ours']:.2f}x ours")
     print(padding_line(seen["ours"], seen["naive"]))
     peak = peak_matmul_flops(model.config, torch.float32)
     flops = step_flops(model.config, seen["ours"])
+    shares = ("ours", "fused", "no attention dropout", "no dropout")
     print(
         f"fp32 ceiling: {peak / 1e9:.0f} GFLOP/s peak (measured now) | "
-        + " | ".join(ceiling_share(flops, seen["ours"]["tokens"], best[name], peak, name) for name in ("ours", "fused"))
+        + " | ".join(ceiling_share(flops, seen["ours"]["tokens"], best[name], peak, name) for name in shares)
     )
-    with profile() as prof:
-        _, profiled = run(model, ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **rows["ours"])
-    print(breakdown_line(time_by_kind(prof.events()), step_flops(model.config, profiled), peak))
+    for name, who in (("ours", "ours"), ("no dropout", "ours without dropout")):
+        with profile() as prof:
+            _, profiled = run(model, ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **rows[name])
+        print(breakdown_line(time_by_kind(prof.events()), step_flops(model.config, profiled), peak, who))
 
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
@@ -205,13 +248,13 @@ def _kind(event) -> str:
     return "dropout masks" if event.name in DROPOUT_OPS else "the rest"
 
 
-def breakdown_line(seconds: dict[str, float], flops: float, peak: float) -> str:
+def breakdown_line(seconds: dict[str, float], flops: float, peak: float, who: str = "ours") -> str:
     """One line: each kind's share of the profiled time, and the matrix products' own rate against ``peak``."""
     total = sum(seconds.values()) or 1.0  # a profile with no operator events: all shares 0%
     rate = flops / seconds["matrix products"] if seconds["matrix products"] else 0.0
     shares = ", ".join(f"{kind} {100 * s / total:.0f}%" for kind, s in seconds.items())
     return (
-        f"where ours spends a step (profiled, self CPU time): {shares}; "
+        f"where {who} spends a step (profiled, self CPU time): {shares}; "
         f"the matrix products run at {rate / 1e9:.0f} GFLOP/s = {100 * rate / peak:.0f}% of peak"
     )
 

@@ -155,6 +155,29 @@ def test_finetune_benchmark_bf16_rows_where_the_cpu_has_it(
     assert [r.split(":")[0].strip() for r in rows] == ["ours fp32", "ours bf16"]
 
 
+def test_finetune_benchmark_attention_dropout_off_rows(benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys):
+    import finetune_throughput
+
+    loaded, load = [], finetune_throughput.load_model
+
+    def spy(*args, **config):
+        model = load(*args, **config)
+        loaded.append(model.config)
+        return model
+
+    monkeypatch.setattr(finetune_throughput, "load_model", spy)
+    finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--attention-dropout-off", "--seeds", "0"))
+    rows = [line for line in capsys.readouterr().out.splitlines() if "real tokens/s" in line]
+    assert [r.split(":")[0].strip() for r in rows] == ["ours fp32", "ours fp32, attention dropout off"]
+    rates = sorted((c.attention_probs_dropout_prob, c.hidden_dropout_prob) for c in loaded)
+    assert rates[0][0] == 0.0 and rates[1][0] > 0 and rates[0][1] == rates[1][1] > 0  # only attention's changes
+    with pytest.raises(SystemExit) as exit_info:
+        finetune_throughput.main(
+            finetune_args(tiny_model_dir, tiny_finetuned, "--attention-dropout-off", "--precision", "bf16")
+        )
+    assert exit_info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("flags", "gpu", "precision", "expected"),
     [
@@ -221,6 +244,9 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         out,
     )
     assert re.search(r"ours \+ fused AdamW .* \d+\.\d+ real tokens/s \| \d+\.\d\dx ours", out)
+    for row in ("attention dropout off (recipe change; fused attention):", "all dropout off (recipe change):"):
+        assert re.search(rf"ours, {re.escape(row)} +\d+\.\d real tokens/s \| \d+\.\d\dx ours", out)
+    assert re.search(r"\| no attention dropout .* = \d+% of ceiling \| no dropout .* = \d+% of ceiling\n", out)
     padding = re.search(r"padding: ours (\d+\.\d)% of positions, naive (\d+\.\d)%; sequence packing could save", out)
     assert padding and 0 <= float(padding[1]) < float(padding[2])  # 8 short pairs padded to 32 on the naive side
     shares = re.search(
@@ -230,6 +256,10 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
     )
     assert shares and 98 <= sum(map(int, shares.groups())) <= 102  # rounded shares of one total
     assert int(shares[1]) > 0 and int(shares[3]) > 0
+    without = re.search(
+        r"where ours without dropout spends a step \(profiled, self CPU time\): .*dropout masks (\d+)%", out
+    )
+    assert without and int(without[1]) == 0  # no masks drawn at rate 0
     with pytest.raises(SystemExit, match=r"^pretrain_throughput: .*pairs\.jsonl: 8 pairs, fewer than the 12 that"):
         pretrain_throughput.main([*argv, "--steps", "3", "--padding-only"])  # 3 x 4 pairs from a file of 8
     pretrain_throughput.main([*argv, "--max-length", "32", "--padding-only"])  # the same line, no training
@@ -240,6 +270,31 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         pretrain_throughput.main(
             [*argv[:0], "--pairs", str(tmp_path / "missing.jsonl"), "--model", str(tiny_model_dir)]
         )
+
+
+def test_pretrain_dropout_off_switches_the_chosen_layers_and_restores_them(benchmarks, tiny_model_dir):
+    import pretrain_throughput
+    from transformers import AutoTokenizer
+
+    from minisci.config import ModelConfig
+    from minisci.pretrain.model import load_pretraining_model
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model, _ = load_pretraining_model(ModelConfig(base=str(tiny_model_dir)), len(tok), seed=0)
+    every = pretrain_throughput.dropouts(model, "all")
+    attention = pretrain_throughput.dropouts(model, "attention")
+    layers = model.config.num_hidden_layers
+    assert len(attention) == layers and len(every) > len(attention)  # one per self-attention; embeddings, outputs too
+    before = [m.p for m in every]
+    assert all(p > 0 for p in before)
+    with pretrain_throughput.dropout_off(model, "attention"):
+        assert [m.p for m in attention] == [0.0] * layers
+        assert sum(m.p > 0 for m in every) == len(every) - layers
+    assert [m.p for m in every] == before
+    with pytest.raises(RuntimeError), pretrain_throughput.dropout_off(model, "all"):
+        assert all(m.p == 0.0 for m in every)
+        raise RuntimeError  # restored on the way out of an error too
+    assert [m.p for m in every] == before
 
 
 @pytest.mark.parametrize(
