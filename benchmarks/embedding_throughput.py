@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -27,6 +28,7 @@ from transformers.utils import logging as hf_logging
 from minisci.encoding import embed
 from minisci.serve.precision import PRECISIONS
 from minisci.serve.search import load_encoder
+from minisci.stage import run_stage
 
 
 def naive(model, tok, texts: list[str]) -> np.ndarray:
@@ -116,4 +118,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1

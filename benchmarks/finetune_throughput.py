@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import tempfile
 import time
 
@@ -40,6 +41,8 @@ from minisci.data.readers import load_prepared
 from minisci.errors import MinisciError
 from minisci.finetune.common import WeightedLossTrainer, class_weights
 from minisci.finetune.ner import encode_sentences, evaluate, label_list
+from minisci.serve.models import read_config
+from minisci.stage import run_stage
 from minisci.training import resolve_precision, training_arguments
 
 
@@ -158,6 +161,7 @@ def main(argv=None) -> None:
     import datasets
     from transformers import AutoTokenizer
 
+    read_config(args.model)  # a missing or broken model directory: one line, not the hub's repo-id error
     tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
     data = load_prepared(args.data, task="ner")
     labels = label_list(data.labels)
@@ -209,4 +213,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ from transformers.utils import logging as hf_logging
 from minisci.data.readers import NerSentence, load_prepared, spans
 from minisci.serve.inference import classify, tag, text_classifier, token_classifier
 from minisci.serve.precision import PRECISIONS
+from minisci.stage import run_stage
 
 
 def best_time(fn, rounds: int) -> float:
@@ -217,4 +219,4 @@ def peer_pipelines(pipe, work_dir: str, which: str, batch_size: int) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1

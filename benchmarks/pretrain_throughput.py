@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
 
 import torch
@@ -48,6 +49,7 @@ from minisci.errors import MinisciError
 from minisci.pretrain.collator import MlmNspCollator
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.pretrain.trainer import pretraining_losses, read_pairs, tokenize_pairs
+from minisci.stage import run_stage
 
 
 def naive_losses(model, batch: dict, labels: torch.Tensor, nsp: torch.Tensor):
@@ -290,4 +292,4 @@ def ceiling_share(flops: float, tokens: int, tokens_per_s: float, peak: float, n
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1

@@ -298,6 +298,39 @@ def test_pretrain_dropout_off_switches_the_chosen_layers_and_restores_them(bench
 
 
 @pytest.mark.parametrize(
+    ("script", "argv", "message"),
+    [
+        ("embedding_throughput", ["--model", "{missing}"], "{missing}: not a model directory (no such directory)"),
+        ("inference_speed", ["--ner-model", "{missing}"], "{missing}: not a model directory (no such directory)"),
+        ("finetune_throughput", ["--model", "{missing}"], "{missing}: not a model directory (no such directory)"),
+        ("finetune_throughput", ["--params", "{missing}"], "{missing}: params file not found"),
+        ("finetune_throughput", ["--data", "{missing}"], "{missing}/dataset.json: not found"),
+    ],
+)
+def test_benchmarks_name_a_missing_input_in_one_line(benchmarks, tmp_path, capsys, script, argv, message):
+    from minisci.stage import run_stage
+
+    missing = str(tmp_path / "missing")
+    module = __import__(script)
+    assert run_stage(module.main, [a.format(missing=missing) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message.format(missing=missing)}") and err.count("\n") == 1
+
+
+def test_a_benchmark_script_exits_with_one_line_not_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    missing = tmp_path / "missing"
+    script = REPO / "benchmarks" / "finetune_throughput.py"
+    proc = subprocess.run([sys.executable, str(script), "--model", str(missing)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {missing}: not a model directory (no such directory); run `dvc repro` or pass --model"
+    ]
+
+
+@pytest.mark.parametrize(
     ("script", "argv"),
     [
         ("pretrain_throughput", ["--steps", "0"]),
