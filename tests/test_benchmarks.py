@@ -301,18 +301,33 @@ def test_pretrain_dropout_off_switches_the_chosen_layers_and_restores_them(bench
     ("script", "argv", "message"),
     [
         ("embedding_throughput", ["--model", "{missing}"], "{missing}: not a model directory (no such directory)"),
-        ("inference_speed", ["--ner-model", "{missing}"], "{missing}: not a model directory (no such directory)"),
-        ("finetune_throughput", ["--model", "{missing}"], "{missing}: not a model directory (no such directory)"),
+        ("inference_speed", ["--ner-data", "{missing}"], "{missing}/dataset.json: not found"),
+        (
+            "finetune_throughput",
+            ["--params", "{params}", "--model", "{missing}"],
+            "{missing}: not a model directory (no such directory)",
+        ),
         ("finetune_throughput", ["--params", "{missing}"], "{missing}: params file not found"),
-        ("finetune_throughput", ["--data", "{missing}"], "{missing}/dataset.json: not found"),
+        (
+            "finetune_throughput",
+            ["--params", "{params}", "--model", "{model}", "--data", "{missing}"],
+            "{missing}/dataset.json: not found",
+        ),
     ],
 )
-def test_benchmarks_name_a_missing_input_in_one_line(benchmarks, tmp_path, capsys, script, argv, message):
+def test_benchmarks_name_a_missing_input_in_one_line(
+    benchmarks, tiny_model_dir, tmp_path, capsys, script, argv, message
+):
     from minisci.stage import run_stage
 
     missing = str(tmp_path / "missing")
     module = __import__(script)
-    assert run_stage(module.main, [a.format(missing=missing) for a in argv]) == 1
+    assert (
+        run_stage(
+            module.main, [a.format(missing=missing, model=tiny_model_dir, params=REPO / "params.yaml") for a in argv]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.startswith(f"error: {message.format(missing=missing)}") and err.count("\n") == 1
 
@@ -323,7 +338,8 @@ def test_a_benchmark_script_exits_with_one_line_not_a_traceback(tmp_path):
 
     missing = tmp_path / "missing"
     script = REPO / "benchmarks" / "finetune_throughput.py"
-    proc = subprocess.run([sys.executable, str(script), "--model", str(missing)], capture_output=True, text=True)
+    argv = [sys.executable, str(script), "--params", str(REPO / "params.yaml"), "--model", str(missing)]
+    proc = subprocess.run(argv, capture_output=True, text=True)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"error: {missing}: not a model directory (no such directory); run `dvc repro` or pass --model"
