@@ -38,7 +38,6 @@ from transformers.utils import logging as hf_logging
 
 from minisci.config import FinetuneNerConfig, load_section
 from minisci.data.readers import load_prepared
-from minisci.errors import MinisciError
 from minisci.finetune.common import WeightedLossTrainer, class_weights
 from minisci.finetune.ner import encode_sentences, evaluate, label_list
 from minisci.serve.models import read_config
@@ -149,10 +148,7 @@ def main(argv=None) -> None:
 
     # 1. environment, and the refusal of bf16 where the CPU has none, before any work
     print_machine()
-    try:
-        resolve_precision(args.precision)
-    except MinisciError as e:
-        raise SystemExit(f"finetune_throughput: {e}") from None
+    resolve_precision(args.precision)
     cfg = load_section(FinetuneNerConfig, "finetune_ner", args.params)
     overrides = {k: v for k, v in (("batch_size", args.batch_size), ("max_length", args.max_length)) if v}
     cfg = dataclasses.replace(cfg, precision="fp32", **overrides)

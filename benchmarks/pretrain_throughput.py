@@ -155,18 +155,15 @@ def main(argv=None) -> None:
     print_machine()
     cfg = ModelConfig(base=args.model)
     n = args.batch_size * args.steps
-    try:
-        pairs = read_pairs(args.pairs)
-        if len(pairs) < n:
-            raise MinisciError(
-                f"{args.pairs}: {len(pairs)} pairs, fewer than the {n} that --steps {args.steps} x "
-                f"--batch-size {args.batch_size} need"
-            )
-        tok = load_tokenizer(cfg)
-        ds = tokenize_pairs(pairs[:n], tok, args.max_length)
-        model = None if args.padding_only else load_pretraining_model(cfg, len(tok), seed=0)[0]
-    except MinisciError as e:  # a missing or malformed pairs file, a model that does not load
-        raise SystemExit(f"pretrain_throughput: {e}") from None
+    pairs = read_pairs(args.pairs)  # a missing or malformed file: one line (run_stage, below)
+    if len(pairs) < n:
+        raise MinisciError(
+            f"{args.pairs}: {len(pairs)} pairs, fewer than the {n} that --steps {args.steps} x "
+            f"--batch-size {args.batch_size} need"
+        )
+    tok = load_tokenizer(cfg)
+    ds = tokenize_pairs(pairs[:n], tok, args.max_length)
+    model = None if args.padding_only else load_pretraining_model(cfg, len(tok), seed=0)[0]
     collator = MlmNspCollator(tok, 0.15, pad_to_multiple_of=8, seed=0)
     g = torch.Generator().manual_seed(0)
     grouped = list(LengthGroupedSampler(args.batch_size, lengths=ds["length"], generator=g))

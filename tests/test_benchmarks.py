@@ -130,16 +130,19 @@ def test_finetune_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tiny_fin
 
 
 def test_finetune_benchmark_refuses_bf16_without_native_support(
-    benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch
+    benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys
 ):
     import finetune_throughput
 
     from minisci import training
+    from minisci.stage import run_stage
 
     monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", {"avx2", "avx512f"}))
     monkeypatch.setattr(training.torch.cuda, "is_available", lambda: False)
-    with pytest.raises(SystemExit, match=r"precision: bf16 needs native bf16 .*Test CPU lacks"):
-        finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--precision", "bf16"))
+    assert (
+        run_stage(finetune_throughput.main, finetune_args(tiny_model_dir, tiny_finetuned, "--precision", "bf16")) == 1
+    )
+    assert re.fullmatch(r"error: precision: bf16 needs native bf16 .*Test CPU lacks.*\n", capsys.readouterr().err)
 
 
 def test_finetune_benchmark_bf16_rows_where_the_cpu_has_it(
@@ -230,6 +233,8 @@ def test_run_environment_names_cpu_flags_and_precision(monkeypatch):
 def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path, capsys):
     import pretrain_throughput
 
+    from minisci.stage import run_stage
+
     pairs = tmp_path / "pairs.jsonl"
     rows = [
         {"a": f"Aspirin reduced pain in trial {i} .", "b": "Patients recovered .", "label": i % 2} for i in range(8)
@@ -260,16 +265,21 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         r"where ours without dropout spends a step \(profiled, self CPU time\): .*dropout masks (\d+)%", out
     )
     assert without and int(without[1]) == 0  # no masks drawn at rate 0
-    with pytest.raises(SystemExit, match=r"^pretrain_throughput: .*pairs\.jsonl: 8 pairs, fewer than the 12 that"):
-        pretrain_throughput.main([*argv, "--steps", "3", "--padding-only"])  # 3 x 4 pairs from a file of 8
+    assert (
+        run_stage(pretrain_throughput.main, [*argv, "--steps", "3", "--padding-only"]) == 1
+    )  # 3 x 4 pairs, 8 in the file
+    assert re.fullmatch(r"error: .*pairs\.jsonl: 8 pairs, fewer than the 12 that .*\n", capsys.readouterr().err)
     pretrain_throughput.main([*argv, "--max-length", "32", "--padding-only"])  # the same line, no training
     out = capsys.readouterr().out
     assert "real tokens/s" not in out and "where ours spends" not in out
     assert f"padding: ours {padding[1]}% of positions, naive {padding[2]}%;" in out
-    with pytest.raises(SystemExit, match=r"^pretrain_throughput: .*missing\.jsonl"):
-        pretrain_throughput.main(
-            [*argv[:0], "--pairs", str(tmp_path / "missing.jsonl"), "--model", str(tiny_model_dir)]
+    assert (
+        run_stage(
+            pretrain_throughput.main, ["--pairs", str(tmp_path / "missing.jsonl"), "--model", str(tiny_model_dir)]
         )
+        == 1
+    )
+    assert re.fullmatch(r"error: .*missing\.jsonl.*\n", capsys.readouterr().err)
 
 
 def test_pretrain_dropout_off_switches_the_chosen_layers_and_restores_them(benchmarks, tiny_model_dir):
