@@ -1,21 +1,32 @@
-"""Fine-tuning throughput of minisci's NER training path vs the stock Trainer, and the bf16 speed-up.
+"""Fine-tuning throughput of minisci's training path vs the stock Trainer, and the bf16 speed-up.
 
-Usage: python benchmarks/finetune_throughput.py [--data data/prepared/bc5cdr] [--model models/adapted]
-           [--steps 100] [--seeds 0 1 2] [--precision fp32|bf16] [--attention-dropout-off]
+Usage: python benchmarks/finetune_throughput.py [--task ner|cite] [--data data/prepared/bc5cdr]
+           [--model models/adapted] [--steps 100] [--seeds 0 1 2]
+           [--precision fp32|bf16 [--emulated-bf16]] [--attention-dropout-off]
 
-Same prepared data (``dvc repro prepare_data``), same features (minisci's word-piece windows, labels on
-each word's first piece), same initial weights per seed, same number of optimizer steps and the same
-finetune_ner hyperparameters from --params. Peer: the stock ``Trainer`` with stock ``TrainingArguments``
-(random batches, each padded to its longest by ``DataCollatorForTokenClassification``). Ours: what
+``--task ner`` (default): BC5CDR NER with the finetune_ner hyperparameters; ``--task cite``: SciCite
+citation intent (``data/prepared/scicite``) with the finetune_classification ones. Same prepared data
+(``dvc repro prepare_data``), same features (NER: minisci's word-piece windows, labels on each word's
+first piece; citations: texts truncated at max_length), same initial weights per seed, same number of
+optimizer steps and the same hyperparameters from --params. Peer: the stock ``Trainer`` with stock
+``TrainingArguments`` (random batches, each padded to its longest by the stock collator). Ours: what
 ``minisci.finetune.common.fit_and_select`` builds (``training_arguments``: length-grouped batches;
 ``WeightedLossTrainer``), without its per-epoch dev selection so both sides stop at --steps. Prints
-real (non-padding) word pieces per second, the time to --steps, and both sides' dev F1 after them.
-Both sides train a softmax token-classification head whatever ``finetune_ner.crf`` says: the stock
-``Trainer`` has no CRF head to compare with, and what is compared is the training loop (batching,
-padding, loss), which the CRF head's emissions go through unchanged.
+real (non-padding) word pieces per second, the time to --steps, and both sides' dev score after them
+(NER: seqeval F1; citations: macro-F1, the stage's selection score). NER trains a softmax
+token-classification head whatever ``finetune_ner.crf`` says: the stock ``Trainer`` has no CRF head to
+compare with, and what is compared is the training loop (batching, padding, loss), which the CRF head's
+emissions go through unchanged.
 
-``--precision bf16``: ours in fp32 against ours in bf16 autocast over --seeds: speed-up and dev-F1
-drift. Refused, with one line, on a CPU without native bf16 (see ``minisci.training.resolve_precision``).
+``--precision bf16``: ours in fp32 against ours in bf16 autocast over --seeds: speed-up and dev-score
+drift (bf16 minus fp32, paired by seed, against the fp32 seeds' spread). Refused, with one line, on a CPU
+without native bf16 (see ``minisci.training.resolve_precision``), unless ``--emulated-bf16``: then bf16
+autocast runs anyway, with its matrix products computed as native bf16 hardware computes them (bf16
+inputs, products summed in fp32, the result rounded to bf16) on the fp32 kernels: see
+:class:`EmulatedBf16Gemms`. The CPU's own emulated bf16 products are ~25x slower than fp32, which would
+make three seeds take hours. So the drift row holds, but the speed row says nothing about a native-bf16
+CPU and is labelled so. Before the runs, one check step says how far emulated bf16 and the CPU's own
+bf16 autocast each move the gradients from fp32 (they should move them alike).
 
 ``--attention-dropout-off``: ours against ours with the attention probabilities' dropout at 0 (the
 model config's ``attention_probs_dropout_prob``; a recipe change): speed-up and dev-F1 drift. With
@@ -26,34 +37,143 @@ fused kernel runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import torch
 from machine import positive_int, print_machine
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers.utils import logging as hf_logging
 
-from minisci.config import FinetuneNerConfig, load_section
+from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, load_section
 from minisci.data.readers import load_prepared
+from minisci.errors import ConfigError
+from minisci.finetune import classification, ner
 from minisci.finetune.common import WeightedLossTrainer, class_weights
-from minisci.finetune.ner import encode_sentences, evaluate, label_list
 from minisci.serve.models import read_config
 from minisci.stage import run_stage
 from minisci.training import resolve_precision, training_arguments
 
 
-def load_model(model_dir: str, labels: list[str], seed: int, **config):
-    """The encoder with a fresh token-classification head; ``config`` overrides its config's values."""
-    from transformers import AutoModelForTokenClassification, set_seed
+class EmulatedBf16Gemms(TorchDispatchMode):
+    """Inside ``torch.autocast(dtype=bfloat16)``: its matrix products computed as native bf16 hardware
+    (AVX512-BF16, AMX) computes them, on the fp32 kernels. The bf16 inputs are upcast exactly, their products
+    are exact in fp32 (8-bit significands), the sums are fp32 and the result is rounded to bf16. Which ops
+    run in bf16, and every other op, stay autocast's own (this mode sits below autocast and autograd, so
+    the backward pass's products are covered too). Only the CPU's slow emulated bf16 GEMM is replaced."""
+
+    GEMMS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default})
+    GEMMS |= {torch.ops.aten.baddbmm.default}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in self.GEMMS or not any(_is_bf16(a) for a in args):
+            return func(*args, **kwargs)
+        out = func(*(_upcast(a) for a in args), **{k: _upcast(v) for k, v in kwargs.items()})
+        return out.to(torch.bfloat16)
+
+
+def _is_bf16(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.bfloat16
+
+
+def _upcast(value):
+    return value.float() if _is_bf16(value) else value
+
+
+def emulation_check(model, batch: dict) -> str:
+    """One step's gradients (dropout off) in fp32, in the CPU's own bf16 autocast and in emulated bf16:
+    how far each bf16 moves them from fp32, relative to their norm. Alike means the emulation's drift
+    stands for bf16's."""
+    model.eval()  # no dropout: the three passes see the same network
+
+    def grads(emulated: bool | None) -> torch.Tensor:
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=emulated is not None):
+            with EmulatedBf16Gemms() if emulated else contextlib.nullcontext():
+                model(**batch).loss.backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    fp32, native, emulated = grads(None), grads(False), grads(True)
+    model.zero_grad()
+
+    def rel(g: torch.Tensor) -> float:
+        return float((g - fp32).norm() / fp32.norm())
+
+    return (
+        f"  emulation check, one step's gradients against fp32: the CPU's own bf16 autocast {rel(native):.2%}, "
+        f"emulated bf16 {rel(emulated):.2%}; the two against each other {float((native - emulated).norm() / fp32.norm()):.2%}"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """What differs between the tasks: the head, the collator, the features and the dev score."""
+
+    task: str  # "ner" or "cite"
+    labels: list[str]
+    train: list[dict]  # features: input_ids and labels
+    weights: list[float] | None  # the configured loss's class weights (ours only)
+    score: Callable  # (model, tokenizer, cfg) -> the dev score the stage selects on
+    score_name: str
+
+    def model_class(self):
+        import transformers
+
+        name = "AutoModelForTokenClassification" if self.task == "ner" else "AutoModelForSequenceClassification"
+        return getattr(transformers, name)
+
+    def collator(self, tokenizer):
+        from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
+
+        return (DataCollatorForTokenClassification if self.task == "ner" else DataCollatorWithPadding)(tokenizer)
+
+
+def ner_workload(data, tokenizer, cfg: FinetuneNerConfig) -> Workload:
+    labels = ner.label_list(data.labels)
+    label2id = {v: k for k, v in enumerate(labels)}
+    feats = ner.encode_sentences(data.splits["train"], tokenizer, label2id, cfg.max_length)
+    weights = class_weights([t for s in data.splits["train"] for t in s.tags], labels, cfg.loss, cfg.beta)
+
+    def score(model, tokenizer, cfg) -> float:
+        return ner.evaluate(model, tokenizer, data.splits["dev"], model.config.id2label, cfg)[0]["f1"]
+
+    train = [{"input_ids": f["input_ids"], "labels": f["labels"]} for f in feats]
+    return Workload("ner", labels, train, weights, score, "dev F1")
+
+
+def cite_workload(data, tokenizer, cfg: FinetuneClassificationConfig) -> Workload:
+    labels = list(data.labels)
+    feats = classification.encode(data.splits["train"], tokenizer, {v: k for k, v in enumerate(labels)}, cfg.max_length)
+    weights = class_weights([e.label for e in data.splits["train"]], labels, cfg.loss, cfg.beta)
+
+    def score(model, tokenizer, cfg) -> float:
+        dev = data.splits["dev"]
+        return classification.evaluate(model, tokenizer, dev, model.config.id2label, cfg)[0]["macro_f1"]
+
+    return Workload("cite", labels, feats, weights, score, "dev macro-F1")
+
+
+TASKS = {  # --task: (params section, its config class, default data, workload builder)
+    "ner": ("finetune_ner", FinetuneNerConfig, "data/prepared/bc5cdr", ner_workload),
+    "cite": ("finetune_classification", FinetuneClassificationConfig, "data/prepared/scicite", cite_workload),
+}
+
+
+def load_model(model_dir: str, work: Workload, seed: int, **config):
+    """The encoder with a fresh task head; ``config`` overrides its config's values."""
+    from transformers import set_seed
 
     set_seed(seed)  # the head's initialisation: the same on both sides
-    id2label = dict(enumerate(labels))
-    return AutoModelForTokenClassification.from_pretrained(
+    id2label = dict(enumerate(work.labels))
+    return work.model_class().from_pretrained(
         model_dir,
-        num_labels=len(labels),
+        num_labels=len(work.labels),
         id2label=id2label,
         label2id={v: k for k, v in id2label.items()},
         use_safetensors=True,
@@ -62,12 +182,12 @@ def load_model(model_dir: str, labels: list[str], seed: int, **config):
     )
 
 
-def stock_trainer(model, tokenizer, ds, cfg: FinetuneNerConfig, seed: int, steps: int, work: str):
+def stock_trainer(model, tokenizer, ds, work: Workload, cfg, seed: int, steps: int, out: str):
     """What a user of the Hugging Face examples runs: stock arguments, random batches, stock loss."""
-    from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
+    from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
-        output_dir=work,
+        output_dir=out,
         report_to="none",
         seed=seed,
         per_device_train_batch_size=cfg.batch_size,
@@ -80,44 +200,45 @@ def stock_trainer(model, tokenizer, ds, cfg: FinetuneNerConfig, seed: int, steps
         disable_tqdm=True,
         include_num_input_tokens_seen="non_padding",  # counting only: the same measure as ours
     )
-    return Trainer(
-        model=model, args=args, train_dataset=ds, data_collator=DataCollatorForTokenClassification(tokenizer)
-    )
+    return Trainer(model=model, args=args, train_dataset=ds, data_collator=work.collator(tokenizer))
 
 
-def minisci_trainer(model, tokenizer, ds, cfg: FinetuneNerConfig, seed: int, steps: int, work: str, weights):
-    """The trainer ``fit_and_select`` builds, stopping after ``steps``."""
-    from transformers import DataCollatorForTokenClassification
-
+def minisci_trainer(model, tokenizer, ds, work: Workload, cfg, seed: int, steps: int, out: str, emulated_bf16=False):
+    """The trainer ``fit_and_select`` builds, stopping after ``steps``. ``emulated_bf16``: bf16 autocast
+    on a CPU without native bf16, which ``training_arguments`` (rightly) refuses for a stage's run."""
+    precision = "fp32" if emulated_bf16 else cfg.precision
     args = training_arguments(
-        work,
+        out,
         seed=seed,
         batch_size=cfg.batch_size,
         learning_rate=cfg.learning_rate,
         weight_decay=cfg.weight_decay,
-        precision=cfg.precision,
+        precision=precision,
         max_steps=steps,
         warmup=cfg.warmup_ratio,
         logging_steps=cfg.logging_steps,
         eval_batch_size=cfg.eval_batch_size,
+        **({"bf16": True} if emulated_bf16 else {}),
     )
-    collator = DataCollatorForTokenClassification(tokenizer)
-    return WeightedLossTrainer(model=model, args=args, train_dataset=ds, data_collator=collator, class_weights=weights)
+    return WeightedLossTrainer(
+        model=model, args=args, train_dataset=ds, data_collator=work.collator(tokenizer), class_weights=work.weights
+    )
 
 
-def timed_run(build, model_dir, data, labels, tokenizer, cfg, seed: int, **config) -> dict:
-    """Train one side for cfg's steps; real pieces per second, seconds, and dev F1."""
+def timed_run(build, model_dir, work: Workload, tokenizer, cfg, seed: int, emulated_bf16=False, **config) -> dict:
+    """Train one side for cfg's steps; real pieces per second, seconds, and the dev score."""
     from transformers.trainer_callback import PrinterCallback
 
-    model = load_model(model_dir, labels, seed, **config)
-    with tempfile.TemporaryDirectory() as work:
-        trainer = build(model, work)
+    model = load_model(model_dir, work, seed, **config)
+    with tempfile.TemporaryDirectory() as out:
+        trainer = build(model, out)
         trainer.remove_callback(PrinterCallback)  # the rows below say what matters
         start = time.perf_counter()
-        trainer.train()
+        with EmulatedBf16Gemms() if emulated_bf16 else contextlib.nullcontext():
+            trainer.train()
         seconds = time.perf_counter() - start
-    dev = evaluate(model, tokenizer, data.splits["dev"], model.config.id2label, cfg)[0]
-    return {"tokens/s": trainer.state.num_input_tokens_seen / seconds, "seconds": seconds, "dev_f1": dev["f1"]}
+    dev = work.score(model, tokenizer, cfg)
+    return {"tokens/s": trainer.state.num_input_tokens_seen / seconds, "seconds": seconds, "dev": dev}
 
 
 def summary(runs: list[dict], key: str, fmt: str) -> str:
@@ -128,13 +249,14 @@ def summary(runs: list[dict], key: str, fmt: str) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default="data/prepared/bc5cdr", help="a prepared NER dataset (prepare_data)")
+    p.add_argument("--task", choices=tuple(TASKS), default="ner", help="ner: BC5CDR; cite: SciCite citation intent")
+    p.add_argument("--data", help="a prepared dataset of the task (prepare_data); default: BC5CDR or SciCite")
     p.add_argument("--model", default="models/adapted", help="encoder directory")
-    p.add_argument("--params", default="params.yaml", help="finetune_ner hyperparameters are read from here")
+    p.add_argument("--params", default="params.yaml", help="the task's hyperparameters are read from here")
     p.add_argument("--steps", type=positive_int, default=100, help="optimizer steps per run, the same on both sides")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--batch-size", type=positive_int, help="override finetune_ner.batch_size")
-    p.add_argument("--max-length", type=positive_int, help="override finetune_ner.max_length (word pieces per window)")
+    p.add_argument("--batch-size", type=positive_int, help="override the task's batch_size")
+    p.add_argument("--max-length", type=positive_int, help="override the task's max_length (word pieces)")
     compare = p.add_mutually_exclusive_group()
     compare.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: ours fp32 vs ours bf16")
     compare.add_argument(
@@ -142,14 +264,30 @@ def main(argv=None) -> None:
         action="store_true",
         help="ours vs ours with the attention probabilities' dropout at 0 (a recipe change)",
     )
+    p.add_argument(
+        "--emulated-bf16",
+        action="store_true",
+        help="with --precision bf16 on a CPU without native bf16: run it emulated, for the drift (not the speed); "
+        "where the CPU has native bf16, bf16 runs natively",
+    )
     args = p.parse_args(argv)
+    if args.emulated_bf16 and args.precision != "bf16":
+        p.error("--emulated-bf16 goes with --precision bf16")
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 
     # 1. environment, and the refusal of bf16 where the CPU has none, before any work
     print_machine()
-    resolve_precision(args.precision)
-    cfg = load_section(FinetuneNerConfig, "finetune_ner", args.params)
+    emulated = False
+    if args.precision == "bf16":
+        try:
+            resolve_precision("bf16")
+        except ConfigError:
+            if not args.emulated_bf16:
+                raise
+            emulated = True  # the CPU has no native bf16: drift only
+    section, cfg_cls, default_data, build_workload = TASKS[args.task]
+    cfg = load_section(cfg_cls, section, args.params)
     overrides = {k: v for k, v in (("batch_size", args.batch_size), ("max_length", args.max_length)) if v}
     cfg = dataclasses.replace(cfg, precision="fp32", **overrides)
 
@@ -159,41 +297,44 @@ def main(argv=None) -> None:
 
     read_config(args.model)  # a missing or broken model directory: one line, not the hub's repo-id error
     tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
-    data = load_prepared(args.data, task="ner")
-    labels = label_list(data.labels)
-    label2id = {v: k for k, v in enumerate(labels)}
-    feats = [
-        {"input_ids": f["input_ids"], "labels": f["labels"]}
-        for f in encode_sentences(data.splits["train"], tokenizer, label2id, cfg.max_length)
-    ]
-    ds = datasets.Dataset.from_list(feats)
-    weights = class_weights([t for s in data.splits["train"] for t in s.tags], labels, cfg.loss, cfg.beta)
-    mean_len = sum(len(f["input_ids"]) for f in feats) / len(feats)
+    data = load_prepared(args.data or default_data, task="ner" if args.task == "ner" else "classification")
+    work = build_workload(data, tokenizer, cfg)
+    ds = datasets.Dataset.from_list(work.train)
+    mean_len = sum(len(f["input_ids"]) for f in work.train) / len(work.train)
     print(
-        f"data: {len(feats)} training windows, mean {mean_len:.1f} word pieces | batch {cfg.batch_size}, "
-        f"{args.steps} steps, lr {cfg.learning_rate}, loss {cfg.loss}, seeds {args.seeds}"
+        f"data: {data.name}, {len(work.train)} training {'windows' if args.task == 'ner' else 'texts'}, "
+        f"mean {mean_len:.1f} word pieces | batch {cfg.batch_size}, {args.steps} steps, lr {cfg.learning_rate}, "
+        f"loss {cfg.loss}, seeds {args.seeds}"
     )
 
     # 3. the sides, interleaved per seed so machine noise hits them alike
-    sides, config = {"ours fp32": cfg}, {}
+    sides, config, bf16_side = {"ours fp32": cfg}, {}, None
     if args.precision == "bf16":
-        sides["ours bf16"] = dataclasses.replace(cfg, precision="bf16")
+        bf16_side = "ours bf16 emulated (no native bf16, so drift only, not a speed)" if emulated else "ours bf16"
+        sides[bf16_side] = dataclasses.replace(cfg, precision="bf16")
     if args.attention_dropout_off:
         sides["ours fp32, attention dropout off"] = cfg
         config["ours fp32, attention dropout off"] = {"attention_probs_dropout_prob": 0.0}
     with_stock = len(sides) == 1
     results = {name: [] for name in (["stock Trainer fp32"] if with_stock else []) + list(sides)}
+    if emulated:
+        batch = work.collator(tokenizer)(work.train[: cfg.batch_size])
+        print(emulation_check(load_model(args.model, work, args.seeds[0]), batch), flush=True)
     for i, seed in enumerate(args.seeds):
         builders = {
-            name: lambda m, w, c=side, s=seed: minisci_trainer(m, tokenizer, ds, c, s, args.steps, w, weights)
+            name: lambda m, o, c=side, s=seed, e=(name == bf16_side and emulated): minisci_trainer(
+                m, tokenizer, ds, work, c, s, args.steps, o, emulated_bf16=e
+            )
             for name, side in sides.items()
         }
         if with_stock:
-            builders["stock Trainer fp32"] = lambda m, w, s=seed: stock_trainer(m, tokenizer, ds, cfg, s, args.steps, w)
+            builders["stock Trainer fp32"] = lambda m, o, s=seed: stock_trainer(
+                m, tokenizer, ds, work, cfg, s, args.steps, o
+            )
         for name in list(builders)[:: 1 if i % 2 else -1]:  # alternate which side runs first (warm caches)
-            side_cfg = sides.get(name, cfg)
+            side_cfg, emulate = sides.get(name, cfg), name == bf16_side and emulated
             results[name].append(
-                timed_run(builders[name], args.model, data, labels, tokenizer, side_cfg, seed, **config.get(name, {}))
+                timed_run(builders[name], args.model, work, tokenizer, side_cfg, seed, emulate, **config.get(name, {}))
             )
 
     # 4. rows: the first side is the reference of the ratio
@@ -203,9 +344,24 @@ def main(argv=None) -> None:
         ratio = statistics.mean(r["tokens/s"] for r in runs) / base
         print(
             f"  {name}: {summary(runs, 'tokens/s', '8.1f')} real tokens/s | ratio {ratio:4.2f}x | "
-            f"{args.steps} steps in {summary(runs, 'seconds', '.1f')} s | dev F1 {summary(runs, 'dev_f1', '.4f')}",
+            f"{args.steps} steps in {summary(runs, 'seconds', '.1f')} s | {work.score_name} {summary(runs, 'dev', '.4f')}",
             flush=True,
         )
+    if bf16_side:
+        print(drift_line(results["ours fp32"], results[bf16_side], work.score_name))
+
+
+def drift_line(fp32: list[dict], bf16: list[dict], score_name: str) -> str:
+    """bf16's dev-score drift, paired by seed, against the spread of the fp32 seeds (the noise it must stay in)."""
+    diffs = [b["dev"] - f["dev"] for f, b in zip(fp32, bf16)]
+    line = (
+        f"  drift of the {score_name} (bf16 - fp32, paired by seed): {summary([{'d': d} for d in diffs], 'd', '+.4f')}"
+    )
+    if len(fp32) < 2:
+        return line + " | one seed: no seed noise to compare with"
+    noise = statistics.stdev(f["dev"] for f in fp32)
+    within = abs(statistics.mean(diffs)) <= noise
+    return line + f" | fp32 seeds' sd {noise:.4f}: {'within' if within else 'outside'} seed noise"
 
 
 if __name__ == "__main__":

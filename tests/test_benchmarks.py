@@ -158,6 +158,89 @@ def test_finetune_benchmark_bf16_rows_where_the_cpu_has_it(
     assert [r.split(":")[0].strip() for r in rows] == ["ours fp32", "ours bf16"]
 
 
+def test_finetune_benchmark_emulated_bf16_gives_the_drift_and_labels_the_speed(
+    benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys
+):
+    import finetune_throughput
+
+    from minisci import training
+
+    monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", {"avx2"}))
+    monkeypatch.setattr(training.torch.cuda, "is_available", lambda: False)
+    built, build = [], finetune_throughput.minisci_trainer
+
+    def spy(*args, **kwargs):
+        trainer = build(*args, **kwargs)
+        built.append((trainer.args.bf16, trainer.accelerator.mixed_precision))
+        return trainer
+
+    monkeypatch.setattr(finetune_throughput, "minisci_trainer", spy)
+    argv = finetune_args(tiny_model_dir, tiny_finetuned, "--precision", "bf16", "--emulated-bf16", "--seeds", "0", "1")
+    finetune_throughput.main(argv)
+    out = capsys.readouterr().out
+    rows = [line.split(":")[0].strip() for line in out.splitlines() if "real tokens/s" in line]
+    assert rows == ["ours fp32", "ours bf16 emulated (no native bf16, so drift only, not a speed)"]
+    check = re.search(r"bf16 autocast (\d+\.\d+)%, emulated bf16 (\d+\.\d+)%; the two against each other", out)
+    assert check and 0 < float(check.group(1)) < 5 and 0 < float(check.group(2)) < 5  # bf16 moves them, slightly
+    assert sorted(built) == [(False, "no"), (False, "no"), (True, "bf16"), (True, "bf16")]  # autocast really ran
+    drift = re.search(r"drift of the dev F1 \(bf16 - fp32, paired by seed\): .*fp32 seeds' sd \d\.\d{4}: (\w+)", out)
+    assert drift and drift.group(1) in ("within", "outside")
+
+
+def test_emulated_bf16_products_round_exact_fp32_sums_of_bf16_inputs(benchmarks, monkeypatch):
+    import finetune_throughput
+    from finetune_throughput import EmulatedBf16Gemms
+
+    upcast, upcasts = finetune_throughput._upcast, []
+    monkeypatch.setattr(
+        finetune_throughput, "_upcast", lambda v: upcasts.append(finetune_throughput._is_bf16(v)) or upcast(v)
+    )
+    torch.manual_seed(0)
+    x, w, b = torch.randn(4, 5, 16, requires_grad=True), torch.randn(8, 16), torch.randn(8)
+    q, k = torch.randn(3, 5, 16), torch.randn(3, 16, 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16), EmulatedBf16Gemms():
+        y = torch.nn.functional.linear(x, w, b)
+        s = torch.bmm(q, k)
+        y.float().sum().backward()
+    r = [t.bfloat16().float() for t in (x.detach(), w, b, q, k)]
+    assert y.dtype == s.dtype == torch.bfloat16
+    assert torch.equal(y, torch.nn.functional.linear(r[0], r[1], r[2]).bfloat16())
+    assert torch.equal(s, torch.bmm(r[3], r[4]).bfloat16())
+    # the backward pass's product too: grad_x = ones @ w, in bf16 (autocast's dtype), from bf16-rounded w
+    assert torch.equal(x.grad, torch.ones(4, 5, 8).matmul(r[1]).bfloat16().float())
+    assert upcasts.count(True) == 3 + 2 + 2  # the mode computed them: addmm (bias, x, w), bmm, backward mm
+    fp32 = torch.bmm(q, k)
+    with EmulatedBf16Gemms():  # outside autocast, fp32 products pass through untouched
+        assert torch.equal(torch.bmm(q, k), fp32)
+
+
+def test_finetune_benchmark_emulated_bf16_needs_precision_bf16(benchmarks, tiny_model_dir, tiny_finetuned, capsys):
+    import finetune_throughput
+
+    with pytest.raises(SystemExit) as exit_info:
+        finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--emulated-bf16"))
+    assert exit_info.value.code == 2 and "--emulated-bf16 goes with --precision bf16" in capsys.readouterr().err
+
+
+def test_finetune_benchmark_on_citations(benchmarks, tiny_model_dir, tiny_finetuned, capsys):
+    import finetune_throughput
+
+    argv = finetune_args(tiny_model_dir, tiny_finetuned, "--task", "cite", "--seeds", "0")
+    argv[argv.index("--data") + 1] = str(tiny_finetuned["cite_data"])
+    finetune_throughput.main(argv)
+    out = capsys.readouterr().out
+    assert "data: scicite, " in out and "training texts" in out
+    rows = [line for line in out.splitlines() if "real tokens/s" in line]
+    assert [r.split(":")[0].strip() for r in rows] == ["stock Trainer fp32", "ours fp32"]
+    assert all("dev macro-F1" in r for r in rows)
+    # a NER dataset given to the citation task: one line naming the file
+    argv[argv.index("--data") + 1] = str(tiny_finetuned["ner_data"])
+    from minisci.stage import run_stage
+
+    assert run_stage(finetune_throughput.main, argv) == 1
+    assert re.fullmatch(r"error: .*dataset.json.*is a ner dataset, not classification\n", capsys.readouterr().err)
+
+
 def test_finetune_benchmark_attention_dropout_off_rows(benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys):
     import finetune_throughput
 
