@@ -354,8 +354,10 @@ def main(argv=None) -> None:
 def drift_line(fp32: list[dict], bf16: list[dict], score_name: str) -> str:
     """bf16's dev-score drift, paired by seed, against the spread of the fp32 seeds (the noise it must stay in)."""
     diffs = [b["dev"] - f["dev"] for f, b in zip(fp32, bf16)]
+    spread = f"sd {statistics.stdev(diffs):.4f}, " if len(diffs) > 1 else ""
     line = (
-        f"  drift of the {score_name} (bf16 - fp32, paired by seed): {summary([{'d': d} for d in diffs], 'd', '+.4f')}"
+        f"  drift of the {score_name} (bf16 - fp32, paired by seed): mean {statistics.mean(diffs):+.4f} "
+        f"({spread}min {min(diffs):+.4f}, max {max(diffs):+.4f})"
     )
     if len(fp32) < 2:
         return line + " | one seed: no seed noise to compare with"

@@ -214,6 +214,17 @@ def test_emulated_bf16_products_round_exact_fp32_sums_of_bf16_inputs(benchmarks,
         assert torch.equal(torch.bmm(q, k), fp32)
 
 
+def test_drift_line_compares_the_paired_drift_with_the_fp32_seeds_spread(benchmarks):
+    from finetune_throughput import drift_line
+
+    fp32 = [{"dev": v} for v in (0.80, 0.81, 0.79)]  # sd 0.0100
+    close = drift_line(fp32, [{"dev": v} for v in (0.805, 0.81, 0.79)], "dev F1")
+    assert "mean +0.0017 (sd 0.0029, min +0.0000, max +0.0050) | fp32 seeds' sd 0.0100: within seed noise" in close
+    far = drift_line(fp32, [{"dev": v - 0.02} for v in (0.80, 0.81, 0.79)], "dev F1")
+    assert "mean -0.0200" in far and far.endswith("outside seed noise")
+    assert drift_line(fp32[:1], fp32[:1], "dev F1").endswith("one seed: no seed noise to compare with")
+
+
 def test_finetune_benchmark_emulated_bf16_needs_precision_bf16(benchmarks, tiny_model_dir, tiny_finetuned, capsys):
     import finetune_throughput
 
