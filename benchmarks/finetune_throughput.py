@@ -317,12 +317,13 @@ def main(argv=None) -> None:
         config["ours fp32, attention dropout off"] = {"attention_probs_dropout_prob": 0.0}
     with_stock = len(sides) == 1
     results = {name: [] for name in (["stock Trainer fp32"] if with_stock else []) + list(sides)}
+    emulated_side = bf16_side if emulated else None
     if emulated:
         batch = work.collator(tokenizer)(work.train[: cfg.batch_size])
         print(emulation_check(load_model(args.model, work, args.seeds[0]), batch), flush=True)
     for i, seed in enumerate(args.seeds):
         builders = {
-            name: lambda m, o, c=side, s=seed, e=(name == bf16_side and emulated): minisci_trainer(
+            name: lambda m, o, c=side, s=seed, e=(name == emulated_side): minisci_trainer(
                 m, tokenizer, ds, work, c, s, args.steps, o, emulated_bf16=e
             )
             for name, side in sides.items()
@@ -332,7 +333,7 @@ def main(argv=None) -> None:
                 m, tokenizer, ds, work, cfg, s, args.steps, o
             )
         for name in list(builders)[:: 1 if i % 2 else -1]:  # alternate which side runs first (warm caches)
-            side_cfg, emulate = sides.get(name, cfg), name == bf16_side and emulated
+            side_cfg, emulate = sides.get(name, cfg), name == emulated_side
             results[name].append(
                 timed_run(builders[name], args.model, work, tokenizer, side_cfg, seed, emulate, **config.get(name, {}))
             )
