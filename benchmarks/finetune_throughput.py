@@ -1,8 +1,8 @@
 """Fine-tuning throughput of minisci's training path vs the stock Trainer, and the bf16 speed-up.
 
 Usage: python benchmarks/finetune_throughput.py [--task ner|cite] [--data data/prepared/bc5cdr]
-           [--model models/adapted] [--steps 100] [--seeds 0 1 2]
-           [--precision fp32|bf16 [--emulated-bf16]] [--attention-dropout-off]
+           [--model models/adapted] [--steps 100 | --epochs E] [--seeds 0 1 2] [--eval-every N [--target S]]
+           [--precision fp32|bf16 [--emulated-bf16] | --attention-dropout-off | --random-batches]
 
 ``--task ner`` (default): BC5CDR NER with the finetune_ner hyperparameters; ``--task cite``: SciCite
 citation intent (``data/prepared/scicite``) with the finetune_classification ones. Same prepared data
@@ -28,6 +28,17 @@ make three seeds take hours. So the drift row holds, but the speed row says noth
 CPU and is labelled so. Before the runs, one check step says how far emulated bf16 and the CPU's own
 bf16 autocast each move the gradients from fp32 (they should move them alike).
 
+``--epochs E``: E passes over the training set instead of --steps (the stage's schedule: its warm-up and
+linear decay over the whole run). ``--eval-every N``: the dev score every N steps and after the last, the
+clock paused while it is scored (evaluation changes nothing in training: no dropout, no random draws).
+Prints each side's dev curve (mean over seeds) and its **time to the same dev score**: the training
+seconds until a seed's dev score first reaches --target (default: the lowest final score among the first
+side's seeds, a score every seed of the reference reached), with how many seeds reached it, and the
+ratio of those times.
+
+``--random-batches``: ours against ours with random batches (the stock Trainer's sampling; ours groups
+batches by length): what the batching alone does to the speed and to the dev score.
+
 ``--attention-dropout-off``: ours against ours with the attention probabilities' dropout at 0 (the
 model config's ``attention_probs_dropout_prob``; a recipe change): speed-up and dev-F1 drift. With
 dropout, PyTorch's CPU attention falls back to the unfused product, softmax and mask; without, its
@@ -39,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
 import statistics
 import sys
 import tempfile
@@ -46,8 +58,9 @@ import time
 from collections.abc import Callable
 
 import torch
-from machine import positive_int, print_machine
+from machine import positive_float, positive_int, print_machine
 from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import TrainerCallback
 from transformers.utils import logging as hf_logging
 
 from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, load_section
@@ -203,9 +216,12 @@ def stock_trainer(model, tokenizer, ds, work: Workload, cfg, seed: int, steps: i
     return Trainer(model=model, args=args, train_dataset=ds, data_collator=work.collator(tokenizer))
 
 
-def minisci_trainer(model, tokenizer, ds, work: Workload, cfg, seed: int, steps: int, out: str, emulated_bf16=False):
+def minisci_trainer(
+    model, tokenizer, ds, work: Workload, cfg, seed: int, steps: int, out: str, emulated_bf16=False, **arguments
+):
     """The trainer ``fit_and_select`` builds, stopping after ``steps``. ``emulated_bf16``: bf16 autocast
-    on a CPU without native bf16, which ``training_arguments`` (rightly) refuses for a stage's run."""
+    on a CPU without native bf16, which ``training_arguments`` (rightly) refuses for a stage's run;
+    ``arguments``: ``training_arguments``' own (``group_by_length=False``: random batches)."""
     precision = "fp32" if emulated_bf16 else cfg.precision
     args = training_arguments(
         out,
@@ -219,26 +235,57 @@ def minisci_trainer(model, tokenizer, ds, work: Workload, cfg, seed: int, steps:
         logging_steps=cfg.logging_steps,
         eval_batch_size=cfg.eval_batch_size,
         **({"bf16": True} if emulated_bf16 else {}),
+        **arguments,
     )
     return WeightedLossTrainer(
         model=model, args=args, train_dataset=ds, data_collator=work.collator(tokenizer), class_weights=work.weights
     )
 
 
-def timed_run(build, model_dir, work: Workload, tokenizer, cfg, seed: int, emulated_bf16=False, **config) -> dict:
-    """Train one side for cfg's steps; real pieces per second, seconds, and the dev score."""
+class DevCurve(TrainerCallback):
+    """A Trainer callback: the dev score every ``every`` steps and after the last, with the training
+    seconds until then. The clock pauses while dev is scored: ``excluded`` is the scoring time, which
+    :func:`timed_run` takes off the side's training time."""
+
+    def __init__(self, every: int, score: Callable):
+        self.every, self.score = every, score
+        self.points: list[tuple[int, float, float]] = []  # (step, training seconds, dev score)
+        self.start = self.excluded = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start, self.excluded, self.points = time.perf_counter(), 0.0, []
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step % self.every and state.global_step != state.max_steps:
+            return
+        paused = time.perf_counter()
+        dev = self.score(model)
+        model.train()  # scoring switched it to eval
+        self.points.append((state.global_step, paused - self.start - self.excluded, dev))
+        self.excluded += time.perf_counter() - paused
+
+
+def timed_run(
+    build, model_dir, work: Workload, tokenizer, cfg, seed: int, emulated_bf16=False, eval_every=0, **config
+) -> dict:
+    """Train one side for cfg's steps; real pieces per second, seconds, the dev score, and with
+    ``eval_every`` the dev curve (the training seconds exclude its scoring)."""
     from transformers.trainer_callback import PrinterCallback
 
     model = load_model(model_dir, work, seed, **config)
+    curve = DevCurve(eval_every, lambda m: work.score(m, tokenizer, cfg)) if eval_every else None
     with tempfile.TemporaryDirectory() as out:
         trainer = build(model, out)
         trainer.remove_callback(PrinterCallback)  # the rows below say what matters
+        if curve:
+            trainer.add_callback(curve)
         start = time.perf_counter()
         with EmulatedBf16Gemms() if emulated_bf16 else contextlib.nullcontext():
             trainer.train()
-        seconds = time.perf_counter() - start
-    dev = work.score(model, tokenizer, cfg)
-    return {"tokens/s": trainer.state.num_input_tokens_seen / seconds, "seconds": seconds, "dev": dev}
+        seconds = time.perf_counter() - start - (curve.excluded if curve else 0.0)
+    dev = curve.points[-1][2] if curve else work.score(model, tokenizer, cfg)
+    run = {"tokens/s": trainer.state.num_input_tokens_seen / seconds, "seconds": seconds, "dev": dev}
+    return {**run, "curve": curve.points} if curve else run
 
 
 def summary(runs: list[dict], key: str, fmt: str) -> str:
@@ -253,16 +300,31 @@ def main(argv=None) -> None:
     p.add_argument("--data", help="a prepared dataset of the task (prepare_data); default: BC5CDR or SciCite")
     p.add_argument("--model", default="models/adapted", help="encoder directory")
     p.add_argument("--params", default="params.yaml", help="the task's hyperparameters are read from here")
-    p.add_argument("--steps", type=positive_int, default=100, help="optimizer steps per run, the same on both sides")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument(
+        "--steps", type=positive_int, default=100, help="optimizer steps per run, the same on both sides"
+    )
+    length.add_argument("--epochs", type=positive_float, help="passes over the training set instead of --steps")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--batch-size", type=positive_int, help="override the task's batch_size")
     p.add_argument("--max-length", type=positive_int, help="override the task's max_length (word pieces)")
+    p.add_argument(
+        "--eval-every", type=positive_int, help="dev score every N steps (clock paused): curves and time to a dev score"
+    )
+    p.add_argument(
+        "--target",
+        type=float,
+        help="with --eval-every: the dev score to time each side to (default: the first side's lowest final score)",
+    )
     compare = p.add_mutually_exclusive_group()
     compare.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: ours fp32 vs ours bf16")
     compare.add_argument(
         "--attention-dropout-off",
         action="store_true",
         help="ours vs ours with the attention probabilities' dropout at 0 (a recipe change)",
+    )
+    compare.add_argument(
+        "--random-batches", action="store_true", help="ours vs ours with random batches instead of length-grouped ones"
     )
     p.add_argument(
         "--emulated-bf16",
@@ -273,6 +335,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if args.emulated_bf16 and args.precision != "bf16":
         p.error("--emulated-bf16 goes with --precision bf16")
+    if args.target is not None and not args.eval_every:
+        p.error("--target goes with --eval-every")
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 
@@ -300,43 +364,50 @@ def main(argv=None) -> None:
     data = load_prepared(args.data or default_data, task="ner" if args.task == "ner" else "classification")
     work = build_workload(data, tokenizer, cfg)
     ds = datasets.Dataset.from_list(work.train)
+    steps = max(1, round(args.epochs * math.ceil(len(ds) / cfg.batch_size))) if args.epochs else args.steps
     mean_len = sum(len(f["input_ids"]) for f in work.train) / len(work.train)
     print(
         f"data: {data.name}, {len(work.train)} training {'windows' if args.task == 'ner' else 'texts'}, "
-        f"mean {mean_len:.1f} word pieces | batch {cfg.batch_size}, {args.steps} steps, lr {cfg.learning_rate}, "
+        f"mean {mean_len:.1f} word pieces | batch {cfg.batch_size}, {steps} steps"
+        f"{f' ({args.epochs:g} epochs)' if args.epochs else ''}, lr {cfg.learning_rate}, "
         f"loss {cfg.loss}, seeds {args.seeds}"
     )
 
     # 3. the sides, interleaved per seed so machine noise hits them alike
-    sides, config, bf16_side = {"ours fp32": cfg}, {}, None
+    # changed: the side that differs from ours fp32 by one thing (change), if any
+    sides, config, arguments, changed, change = {"ours fp32": cfg}, {}, {}, None, None
     if args.precision == "bf16":
-        bf16_side = "ours bf16 emulated (no native bf16, so drift only, not a speed)" if emulated else "ours bf16"
-        sides[bf16_side] = dataclasses.replace(cfg, precision="bf16")
+        changed = "ours bf16 emulated (no native bf16, so drift only, not a speed)" if emulated else "ours bf16"
+        change, sides[changed] = ("bf16", "fp32"), dataclasses.replace(cfg, precision="bf16")
     if args.attention_dropout_off:
-        sides["ours fp32, attention dropout off"] = cfg
-        config["ours fp32, attention dropout off"] = {"attention_probs_dropout_prob": 0.0}
+        changed, change = "ours fp32, attention dropout off", ("dropout off", "on")
+        sides[changed], config[changed] = cfg, {"attention_probs_dropout_prob": 0.0}
+    if args.random_batches:
+        changed, change = "ours fp32, random batches", ("random", "length-grouped")
+        sides[changed], arguments[changed] = cfg, {"group_by_length": False}
     with_stock = len(sides) == 1
     results = {name: [] for name in (["stock Trainer fp32"] if with_stock else []) + list(sides)}
-    emulated_side = bf16_side if emulated else None
+    emulated_side = changed if emulated else None
     if emulated:
         batch = work.collator(tokenizer)(work.train[: cfg.batch_size])
         print(emulation_check(load_model(args.model, work, args.seeds[0]), batch), flush=True)
+
+    def ours_builder(name: str, side_cfg, seed: int):
+        extra = arguments.get(name, {})
+        emulate = name == emulated_side
+        return lambda m, o: minisci_trainer(m, tokenizer, ds, work, side_cfg, seed, steps, o, emulate, **extra)
+
     for i, seed in enumerate(args.seeds):
-        builders = {
-            name: lambda m, o, c=side, s=seed, e=(name == emulated_side): minisci_trainer(
-                m, tokenizer, ds, work, c, s, args.steps, o, emulated_bf16=e
-            )
-            for name, side in sides.items()
-        }
+        builders = {name: ours_builder(name, side, seed) for name, side in sides.items()}
         if with_stock:
             builders["stock Trainer fp32"] = lambda m, o, s=seed: stock_trainer(
-                m, tokenizer, ds, work, cfg, s, args.steps, o
+                m, tokenizer, ds, work, cfg, s, steps, o
             )
         for name in list(builders)[:: 1 if i % 2 else -1]:  # alternate which side runs first (warm caches)
             side_cfg, emulate = sides.get(name, cfg), name == emulated_side
-            results[name].append(
-                timed_run(builders[name], args.model, work, tokenizer, side_cfg, seed, emulate, **config.get(name, {}))
-            )
+            every, model_config = args.eval_every or 0, config.get(name, {})
+            run = timed_run(builders[name], args.model, work, tokenizer, side_cfg, seed, emulate, every, **model_config)
+            results[name].append(run)
 
     # 4. rows: the first side is the reference of the ratio
     reference = next(iter(results))
@@ -345,26 +416,63 @@ def main(argv=None) -> None:
         ratio = statistics.mean(r["tokens/s"] for r in runs) / base
         print(
             f"  {name}: {summary(runs, 'tokens/s', '8.1f')} real tokens/s | ratio {ratio:4.2f}x | "
-            f"{args.steps} steps in {summary(runs, 'seconds', '.1f')} s | {work.score_name} {summary(runs, 'dev', '.4f')}",
+            f"{steps} steps in {summary(runs, 'seconds', '.1f')} s | {work.score_name} {summary(runs, 'dev', '.4f')}",
             flush=True,
         )
-    if bf16_side:
-        print(drift_line(results["ours fp32"], results[bf16_side], work.score_name))
+    if changed:
+        print(drift_line(results["ours fp32"], results[changed], work.score_name, change))
+    if args.eval_every:
+        target, why = args.target, "--target"
+        if target is None:
+            target, why = min(r["dev"] for r in results[reference]), f"the lowest final score among {reference}'s seeds"
+        print(f"  time to {work.score_name} >= {target:.4f} ({why}), dev scored every {args.eval_every} steps:")
+        print("\n".join(time_to_score_lines(results, target)))
 
 
-def drift_line(fp32: list[dict], bf16: list[dict], score_name: str) -> str:
-    """bf16's dev-score drift, paired by seed, against the spread of the fp32 seeds (the noise it must stay in)."""
-    diffs = [b["dev"] - f["dev"] for f, b in zip(fp32, bf16)]
+def time_to_score_lines(results: dict[str, list[dict]], target: float) -> list[str]:
+    """Per side: its dev curve (mean over seeds) and the training seconds until each seed first reached
+    ``target``, with the ratio of the mean times to the first side's (only where every seed reached it)."""
+    lines, times = [], {}
+    for name, runs in results.items():
+        reached = [next((sec for _, sec, dev in r["curve"] if dev >= target), None) for r in runs]
+        times[name] = [t for t in reached if t is not None]
+        curve = ", ".join(
+            f"{step} {statistics.mean(r['curve'][k][2] for r in runs):.4f}"
+            for k, (step, _, _) in enumerate(runs[0]["curve"])
+        )
+        lines.append(f"  {name}: dev curve (step, mean score) {curve}")
+    reference = next(iter(results))
+    for name, runs in results.items():
+        got = times[name]
+        if not got:
+            lines.append(f"  {name}: time to the score: reached by 0/{len(runs)} seeds")
+            continue
+        spread = f" ± {statistics.stdev(got):.1f}" if len(got) > 1 else ""
+        line = (
+            f"  {name}: time to the score {statistics.mean(got):.1f}{spread} s "
+            f"(min {min(got):.1f}, max {max(got):.1f}), reached by {len(got)}/{len(runs)} seeds"
+        )
+        if all(len(times[n]) == len(results[n]) for n in (reference, name)):
+            line += f" | {statistics.mean(times[reference]) / statistics.mean(got):4.2f}x faster than {reference}"
+        lines.append(line)
+    return lines
+
+
+def drift_line(reference: list[dict], changed: list[dict], score_name: str, change=("bf16", "fp32")) -> str:
+    """The dev-score drift of a change (``changed`` minus ``reference``, paired by seed; ``change`` names
+    the two), against the spread of the reference's seeds (the noise it must stay in)."""
+    new, old = change
+    diffs = [b["dev"] - f["dev"] for f, b in zip(reference, changed)]
     spread = f"sd {statistics.stdev(diffs):.4f}, " if len(diffs) > 1 else ""
     line = (
-        f"  drift of the {score_name} (bf16 - fp32, paired by seed): mean {statistics.mean(diffs):+.4f} "
+        f"  drift of the {score_name} ({new} - {old}, paired by seed): mean {statistics.mean(diffs):+.4f} "
         f"({spread}min {min(diffs):+.4f}, max {max(diffs):+.4f})"
     )
-    if len(fp32) < 2:
+    if len(reference) < 2:
         return line + " | one seed: no seed noise to compare with"
-    noise = statistics.stdev(f["dev"] for f in fp32)
+    noise = statistics.stdev(f["dev"] for f in reference)
     within = abs(statistics.mean(diffs)) <= noise
-    return line + f" | fp32 seeds' sd {noise:.4f}: {'within' if within else 'outside'} seed noise"
+    return line + f" | {old} seeds' sd {noise:.4f}: {'within' if within else 'outside'} seed noise"
 
 
 if __name__ == "__main__":

@@ -219,7 +219,8 @@ def test_drift_line_compares_the_paired_drift_with_the_fp32_seeds_spread(benchma
 
     fp32 = [{"dev": v} for v in (0.80, 0.81, 0.79)]  # sd 0.0100
     close = drift_line(fp32, [{"dev": v} for v in (0.805, 0.81, 0.79)], "dev F1")
-    assert "mean +0.0017 (sd 0.0029, min +0.0000, max +0.0050) | fp32 seeds' sd 0.0100: within seed noise" in close
+    assert "(bf16 - fp32, paired by seed): mean +0.0017 (sd 0.0029, min +0.0000, max +0.0050)" in close
+    assert close.endswith(" | fp32 seeds' sd 0.0100: within seed noise")
     far = drift_line(fp32, [{"dev": v - 0.02} for v in (0.80, 0.81, 0.79)], "dev F1")
     assert "mean -0.0200" in far and far.endswith("outside seed noise")
     assert drift_line(fp32[:1], fp32[:1], "dev F1").endswith("one seed: no seed noise to compare with")
@@ -273,6 +274,91 @@ def test_finetune_benchmark_attention_dropout_off_rows(benchmarks, tiny_model_di
             finetune_args(tiny_model_dir, tiny_finetuned, "--attention-dropout-off", "--precision", "bf16")
         )
     assert exit_info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_finetune_benchmark_random_batches_rows(benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys):
+    import finetune_throughput
+
+    built, build = [], finetune_throughput.minisci_trainer
+
+    def spy(*args, **kwargs):
+        trainer = build(*args, **kwargs)
+        built.append(trainer.args.train_sampling_strategy)
+        return trainer
+
+    monkeypatch.setattr(finetune_throughput, "minisci_trainer", spy)
+    finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--random-batches", "--seeds", "0", "1"))
+    out = capsys.readouterr().out
+    rows = [line.split(":")[0].strip() for line in out.splitlines() if "real tokens/s" in line]
+    assert rows == ["ours fp32", "ours fp32, random batches"]
+    assert sorted(built) == ["group_by_length", "group_by_length", "random", "random"]
+    assert re.search(
+        r"drift of the dev F1 \(random - length-grouped, paired by seed\): .* length-grouped seeds' sd", out
+    )
+
+
+def test_finetune_benchmark_dev_curve_does_not_change_training(
+    benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys
+):
+    import finetune_throughput
+
+    trained, load = [], finetune_throughput.load_model
+
+    def spy(*args, **config):
+        model = load(*args, **config)
+        trained.append(model)
+        return model
+
+    monkeypatch.setattr(finetune_throughput, "load_model", spy)
+    argv = finetune_args(tiny_model_dir, tiny_finetuned, "--seeds", "0", "--epochs", "1")
+    del argv[argv.index("--steps") : argv.index("--steps") + 2]
+    finetune_throughput.main(argv)
+    finetune_throughput.main([*argv, "--eval-every", "2"])
+    out = capsys.readouterr().out
+    assert "batch 8, 15 steps (1 epochs)" in out  # one epoch: the fixture's 120 training windows
+    assert "time to dev F1 >= " in out and "(the lowest final score among stock Trainer fp32's seeds)" in out
+    assert re.search(r"ours fp32: dev curve \(step, mean score\) 2 [\d.]+, 4 [\d.]+, .*, 14 [\d.]+, 15 [\d.]+$", out, re.M)
+    assert re.search(r"stock Trainer fp32: time to the score [\d.]+ s .*reached by 1/1 seeds \| 1.00x faster", out)
+    # scoring dev in the middle of training changes nothing in it: the same weights at the end
+    assert len(trained) == 4  # per run: ours, then the stock Trainer (seed 0 runs the sides in reverse)
+    for a, b in zip(trained[:2], trained[2:]):
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_time_to_score_lines_time_each_seed_to_the_target(benchmarks):
+    from finetune_throughput import time_to_score_lines
+
+    def run(*points):  # (step, training seconds, dev score)
+        return {"curve": list(points)}
+
+    results = {
+        "stock": [run((10, 20.0, 0.5), (20, 40.0, 0.7)), run((10, 22.0, 0.6), (20, 44.0, 0.8))],
+        "ours": [run((10, 5.0, 0.7), (20, 10.0, 0.9)), run((10, 6.0, 0.4), (20, 12.0, 0.75))],
+        "never": [run((10, 1.0, 0.1), (20, 2.0, 0.2)), run((10, 1.0, 0.1), (20, 2.0, 0.2))],
+    }
+    lines = time_to_score_lines(results, 0.7)
+    assert lines[0] == "  stock: dev curve (step, mean score) 10 0.5500, 20 0.7500"
+    assert (
+        lines[3]
+        == "  stock: time to the score 42.0 ± 2.8 s (min 40.0, max 44.0), reached by 2/2 seeds | 1.00x faster than stock"
+    )
+    assert lines[4].startswith("  ours: time to the score 8.5 ± 4.9 s (min 5.0, max 12.0), reached by 2/2 seeds")
+    assert lines[4].endswith("| 4.94x faster than stock")
+    assert lines[5] == "  never: time to the score: reached by 0/2 seeds"
+    partly = time_to_score_lines({"stock": results["stock"], "ours": [results["ours"][0], results["never"][0]]}, 0.7)
+    assert partly[-1] == "  ours: time to the score 5.0 s (min 5.0, max 5.0), reached by 1/2 seeds"  # no ratio
+
+
+def test_finetune_benchmark_target_needs_eval_every(benchmarks, tiny_model_dir, tiny_finetuned, capsys):
+    import finetune_throughput
+
+    with pytest.raises(SystemExit) as exit_info:
+        finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--target", "0.5"))
+    assert exit_info.value.code == 2 and "--target goes with --eval-every" in capsys.readouterr().err
+    for bad in ("0", "-1", "x", "inf"):
+        with pytest.raises(SystemExit) as exit_info:
+            finetune_throughput.main(["--epochs", bad])
+        assert exit_info.value.code == 2 and "argument --epochs: expected a number > 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
