@@ -317,7 +317,9 @@ def test_finetune_benchmark_dev_curve_does_not_change_training(
     out = capsys.readouterr().out
     assert "batch 8, 15 steps (1 epochs)" in out  # one epoch: the fixture's 120 training windows
     assert "time to dev F1 >= " in out and "(the lowest final score among stock Trainer fp32's seeds)" in out
-    assert re.search(r"ours fp32: dev curve \(step, mean score\) 2 [\d.]+, 4 [\d.]+, .*, 14 [\d.]+, 15 [\d.]+$", out, re.M)
+    assert re.search(
+        r"ours fp32: dev curve \(step, mean score\) 2 [\d.]+, 4 [\d.]+, .*, 14 [\d.]+, 15 [\d.]+$", out, re.M
+    )
     assert re.search(r"stock Trainer fp32: time to the score [\d.]+ s .*reached by 1/1 seeds \| 1.00x faster", out)
     # scoring dev in the middle of training changes nothing in it: the same weights at the end
     assert len(trained) == 4  # per run: ours, then the stock Trainer (seed 0 runs the sides in reverse)
