@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/finetune_throughput.py [--task ner|cite] [--data data/prepared/bc5cdr]
            [--model models/adapted] [--steps 100 | --epochs E] [--seeds 0 1 2] [--eval-every N [--target S]]
-           [--precision fp32|bf16 [--emulated-bf16] | --attention-dropout-off | --random-batches]
+           [--precision fp32|bf16 [--emulated-bf16] | --attention-dropout-off | --random-batches | --shuffled-groups]
 
 ``--task ner`` (default): BC5CDR NER with the finetune_ner hyperparameters; ``--task cite``: SciCite
 citation intent (``data/prepared/scicite``) with the finetune_classification ones. Same prepared data
@@ -38,6 +38,8 @@ ratio of those times.
 
 ``--random-batches``: ours against ours with random batches (the stock Trainer's sampling; ours groups
 batches by length): what the batching alone does to the speed and to the dev score.
+``--shuffled-groups``: ours against ours with the same length-grouped batches in shuffled order (a
+candidate: the speed of grouping, without runs of batches that go from the longest texts to the shortest).
 
 ``--attention-dropout-off``: ours against ours with the attention probabilities' dropout at 0 (the
 model config's ``attention_probs_dropout_prob``; a recipe change): speed-up and dev-F1 drift. With
@@ -217,11 +219,22 @@ def stock_trainer(model, tokenizer, ds, work: Workload, cfg, seed: int, steps: i
 
 
 def minisci_trainer(
-    model, tokenizer, ds, work: Workload, cfg, seed: int, steps: int, out: str, emulated_bf16=False, **arguments
+    model,
+    tokenizer,
+    ds,
+    work: Workload,
+    cfg,
+    seed: int,
+    steps: int,
+    out: str,
+    emulated_bf16=False,
+    trainer_cls=WeightedLossTrainer,
+    **arguments,
 ):
     """The trainer ``fit_and_select`` builds, stopping after ``steps``. ``emulated_bf16``: bf16 autocast
     on a CPU without native bf16, which ``training_arguments`` (rightly) refuses for a stage's run;
-    ``arguments``: ``training_arguments``' own (``group_by_length=False``: random batches)."""
+    ``arguments``: ``training_arguments``' own (``group_by_length=False``: random batches); ``trainer_cls``:
+    a subclass of ours (:class:`ShuffledGroupsTrainer`)."""
     precision = "fp32" if emulated_bf16 else cfg.precision
     args = training_arguments(
         out,
@@ -237,9 +250,36 @@ def minisci_trainer(
         **({"bf16": True} if emulated_bf16 else {}),
         **arguments,
     )
-    return WeightedLossTrainer(
+    return trainer_cls(
         model=model, args=args, train_dataset=ds, data_collator=work.collator(tokenizer), class_weights=work.weights
     )
+
+
+class ShuffledBatches(torch.utils.data.Sampler):
+    """Another sampler's order cut into batches, the batches shuffled (torch's seeded global generator,
+    as the Trainer's own samplers use), a last partial batch kept last so that the loader's batches are
+    still the cut ones."""
+
+    def __init__(self, inner, batch_size: int):
+        self.inner, self.batch_size = inner, batch_size
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __iter__(self):
+        order = list(self.inner)
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        tail = [batches.pop()] if batches and len(batches[-1]) < self.batch_size else []
+        for k in [*torch.randperm(len(batches)).tolist(), *range(len(batches), len(batches) + len(tail))]:
+            yield from (batches + tail)[k]
+
+
+class ShuffledGroupsTrainer(WeightedLossTrainer):
+    """Ours, with its length-grouped batches in shuffled order."""
+
+    def _get_train_sampler(self, train_dataset=None):
+        batch = self.args.train_batch_size * self.args.gradient_accumulation_steps
+        return ShuffledBatches(super()._get_train_sampler(train_dataset), batch)
 
 
 class DevCurve(TrainerCallback):
@@ -326,6 +366,9 @@ def main(argv=None) -> None:
     compare.add_argument(
         "--random-batches", action="store_true", help="ours vs ours with random batches instead of length-grouped ones"
     )
+    compare.add_argument(
+        "--shuffled-groups", action="store_true", help="ours vs ours with its length-grouped batches in shuffled order"
+    )
     p.add_argument(
         "--emulated-bf16",
         action="store_true",
@@ -385,6 +428,9 @@ def main(argv=None) -> None:
     if args.random_batches:
         changed, change = "ours fp32, random batches", ("random", "length-grouped")
         sides[changed], arguments[changed] = cfg, {"group_by_length": False}
+    if args.shuffled_groups:
+        changed, change = "ours fp32, shuffled groups", ("shuffled", "length-grouped")
+        sides[changed], arguments[changed] = cfg, {"trainer_cls": ShuffledGroupsTrainer}
     with_stock = len(sides) == 1
     results = {name: [] for name in (["stock Trainer fp32"] if with_stock else []) + list(sides)}
     emulated_side = changed if emulated else None

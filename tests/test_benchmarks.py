@@ -297,6 +297,38 @@ def test_finetune_benchmark_random_batches_rows(benchmarks, tiny_model_dir, tiny
     )
 
 
+def test_shuffled_batches_keep_the_cut_batches_and_the_partial_one_last(benchmarks):
+    from finetune_throughput import ShuffledBatches
+
+    inner = list(range(23))  # batches of 5: four full, one of 3
+    torch.manual_seed(0)
+    order = list(ShuffledBatches(inner, 5))
+    batches = [order[i : i + 5] for i in range(0, 23, 5)]
+    assert sorted(batches[:4]) == [inner[i : i + 5] for i in range(0, 20, 5)] and batches[4] == [20, 21, 22]
+    torch.manual_seed(0)
+    assert list(ShuffledBatches(inner, 5)) == order and len(ShuffledBatches(inner, 5)) == 23  # seeded
+    assert any(list(ShuffledBatches(inner, 5))[:20] != inner[:20] for _ in range(5))  # really shuffled
+
+
+def test_finetune_benchmark_shuffled_groups_rows(benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys):
+    import finetune_throughput
+
+    built, build = [], finetune_throughput.minisci_trainer
+
+    def spy(*args, **kwargs):
+        trainer = build(*args, **kwargs)
+        built.append(type(trainer._get_train_sampler()).__name__)
+        return trainer
+
+    monkeypatch.setattr(finetune_throughput, "minisci_trainer", spy)
+    finetune_throughput.main(finetune_args(tiny_model_dir, tiny_finetuned, "--shuffled-groups", "--seeds", "0"))
+    out = capsys.readouterr().out
+    rows = [line.split(":")[0].strip() for line in out.splitlines() if "real tokens/s" in line]
+    assert rows == ["ours fp32", "ours fp32, shuffled groups"]
+    assert sorted(built) == ["LengthGroupedSampler", "ShuffledBatches"]
+    assert "drift of the dev F1 (shuffled - length-grouped, paired by seed)" in out
+
+
 def test_finetune_benchmark_dev_curve_does_not_change_training(
     benchmarks, tiny_model_dir, tiny_finetuned, monkeypatch, capsys
 ):
