@@ -269,9 +269,10 @@ class ShuffledBatches(torch.utils.data.Sampler):
     def __iter__(self):
         order = list(self.inner)
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        tail = [batches.pop()] if batches and len(batches[-1]) < self.batch_size else []
-        for k in [*torch.randperm(len(batches)).tolist(), *range(len(batches), len(batches) + len(tail))]:
-            yield from (batches + tail)[k]
+        tail = batches.pop() if batches and len(batches[-1]) < self.batch_size else []
+        for k in torch.randperm(len(batches)).tolist():
+            yield from batches[k]
+        yield from tail
 
 
 class ShuffledGroupsTrainer(WeightedLossTrainer):
