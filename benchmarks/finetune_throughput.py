@@ -180,6 +180,19 @@ TASKS = {  # --task: (params section, its config class, default data, workload b
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One side of the comparison: its task config, and what it changes from ours fp32: the model
+    config (``model_config``), ``training_arguments``' own or the trainer class (``arguments``), bf16
+    emulated on fp32 kernels (``emulated``), or the stock Trainer instead of ours (``stock``)."""
+
+    cfg: FinetuneNerConfig | FinetuneClassificationConfig
+    model_config: dict = dataclasses.field(default_factory=dict)
+    arguments: dict = dataclasses.field(default_factory=dict)
+    emulated: bool = False
+    stock: bool = False
+
+
 def load_model(model_dir: str, work: Workload, seed: int, **config):
     """The encoder with a fresh task head; ``config`` overrides its config's values."""
     from transformers import set_seed
@@ -307,7 +320,7 @@ class DevCurve(TrainerCallback):
 
 
 def timed_run(
-    build, model_dir, work: Workload, tokenizer, cfg, seed: int, emulated_bf16=False, eval_every=0, **config
+    build, model_dir, work: Workload, tokenizer, cfg, seed: int, emulated_bf16=False, eval_every=None, **config
 ) -> dict:
     """Train one side for cfg's steps; real pieces per second, seconds, the dev score, and with
     ``eval_every`` the dev curve (the training seconds exclude its scoring)."""
@@ -417,43 +430,40 @@ def main(argv=None) -> None:
         f"loss {cfg.loss}, seeds {args.seeds}"
     )
 
-    # 3. the sides, interleaved per seed so machine noise hits them alike
-    # changed: the side that differs from ours fp32 by one thing (change), if any
-    sides, config, arguments, changed, change = {"ours fp32": cfg}, {}, {}, None, None
+    # 3. the sides, interleaved per seed so machine noise hits them alike; at most one differs from ours fp32
+    sides, change = {"ours fp32": Side(cfg)}, None
     if args.precision == "bf16":
-        changed = "ours bf16 emulated (no native bf16, so drift only, not a speed)" if emulated else "ours bf16"
-        change, sides[changed] = ("bf16", "fp32"), dataclasses.replace(cfg, precision="bf16")
+        name = "ours bf16 emulated (no native bf16, so drift only, not a speed)" if emulated else "ours bf16"
+        change, sides[name] = ("bf16", "fp32"), Side(dataclasses.replace(cfg, precision="bf16"), emulated=emulated)
     if args.attention_dropout_off:
-        changed, change = "ours fp32, attention dropout off", ("dropout off", "on")
-        sides[changed], config[changed] = cfg, {"attention_probs_dropout_prob": 0.0}
+        name, change = "ours fp32, attention dropout off", ("dropout off", "on")
+        sides[name] = Side(cfg, model_config={"attention_probs_dropout_prob": 0.0})
     if args.random_batches:
-        changed, change = "ours fp32, random batches", ("random", "length-grouped")
-        sides[changed], arguments[changed] = cfg, {"group_by_length": False}
+        name, change = "ours fp32, random batches", ("random", "length-grouped")
+        sides[name] = Side(cfg, arguments={"group_by_length": False})
     if args.shuffled_groups:
-        changed, change = "ours fp32, shuffled groups", ("shuffled", "length-grouped")
-        sides[changed], arguments[changed] = cfg, {"trainer_cls": ShuffledGroupsTrainer}
-    with_stock = len(sides) == 1
-    results = {name: [] for name in (["stock Trainer fp32"] if with_stock else []) + list(sides)}
-    emulated_side = changed if emulated else None
+        name, change = "ours fp32, shuffled groups", ("shuffled", "length-grouped")
+        sides[name] = Side(cfg, arguments={"trainer_cls": ShuffledGroupsTrainer})
+    if not change:
+        sides = {"stock Trainer fp32": Side(cfg, stock=True), **sides}
+    results = {name: [] for name in sides}
     if emulated:
         batch = work.collator(tokenizer)(work.train[: cfg.batch_size])
         print(emulation_check(load_model(args.model, work, args.seeds[0]), batch), flush=True)
-
-    def ours_builder(name: str, side_cfg, seed: int):
-        extra = arguments.get(name, {})
-        emulate = name == emulated_side
-        return lambda m, o: minisci_trainer(m, tokenizer, ds, work, side_cfg, seed, steps, o, emulate, **extra)
-
     for i, seed in enumerate(args.seeds):
-        builders = {name: ours_builder(name, side, seed) for name, side in sides.items()}
-        if with_stock:
-            builders["stock Trainer fp32"] = lambda m, o, s=seed: stock_trainer(
-                m, tokenizer, ds, work, cfg, s, steps, o
+        for name in list(sides)[:: 1 if i % 2 else -1]:  # alternate which side runs first (warm caches)
+            side = sides[name]
+
+            def build(m, o, side=side, seed=seed):
+                if side.stock:
+                    return stock_trainer(m, tokenizer, ds, work, side.cfg, seed, steps, o)
+                return minisci_trainer(
+                    m, tokenizer, ds, work, side.cfg, seed, steps, o, side.emulated, **side.arguments
+                )
+
+            run = timed_run(
+                build, args.model, work, tokenizer, side.cfg, seed, side.emulated, args.eval_every, **side.model_config
             )
-        for name in list(builders)[:: 1 if i % 2 else -1]:  # alternate which side runs first (warm caches)
-            side_cfg, emulate = sides.get(name, cfg), name == emulated_side
-            every, model_config = args.eval_every or 0, config.get(name, {})
-            run = timed_run(builders[name], args.model, work, tokenizer, side_cfg, seed, emulate, every, **model_config)
             results[name].append(run)
 
     # 4. rows: the first side is the reference of the ratio
@@ -466,8 +476,8 @@ def main(argv=None) -> None:
             f"{steps} steps in {summary(runs, 'seconds', '.1f')} s | {work.score_name} {summary(runs, 'dev', '.4f')}",
             flush=True,
         )
-    if changed:
-        print(drift_line(results["ours fp32"], results[changed], work.score_name, change))
+    if change:
+        print(drift_line(results["ours fp32"], results[list(sides)[-1]], work.score_name, change))
     if args.eval_every:
         target, why = args.target, "--target"
         if target is None:
