@@ -1,6 +1,6 @@
 """Throughput of the pretrain stage's input pipeline + training step vs a naive baseline.
 
-Usage: python benchmarks/pretrain_throughput.py [--pairs data/pairs/train.jsonl] [--steps 12] [--padding-only]
+Usage: python benchmarks/pretrain_throughput.py [--pairs data/pairs/train.jsonl] [--steps 12] [--padding-only] [--compile]
 
 Ours (what the stage does): length-grouped batches (the Trainer's LengthGroupedSampler) padded to
 the batch's longest example (multiple of 8), MLM logits computed only at the ~15% labelled positions,
@@ -27,6 +27,13 @@ and the rest (layer norm, GELU, softmax, embeddings, copies), which says what ke
 ceiling. The profiler's own overhead lands in "the rest". The same for ours without dropout, which
 says what stays when the masks are gone. And the share of each side's positions that are padding,
 which bounds what sequence packing could gain over ours.
+
+``--compile`` adds two rows: ours with the model wrapped in ``torch.compile`` (inductor, its defaults:
+static shapes for the first batch, dynamic ones from the first batch of another length on), with
+dropout and with every dropout off. Fused element-wise kernels (layer norm, GELU, softmax, dropout,
+with their backward passes) are what eager PyTorch lacks, so these rows say whether the compiler's
+fusion gets a step closer to the ceiling. Each compiled row first runs all its steps once untimed, so
+its compiling and recompiling for new lengths stay out of the timing.
 """
 
 from __future__ import annotations
@@ -108,10 +115,12 @@ def dropout_off(model, which: str | None):
             m.p = p
 
 
-def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=False, no_dropout=None):
+def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=False, no_dropout=None, compiled=None):
     """Real tokens per second over ``steps`` training steps, and what they covered (tokens, labelled
     positions, pairs, each pair's length) for the FLOP count. ``no_dropout``: ``attention`` or
-    ``all`` dropout layers off for these steps (see :func:`dropouts`)."""
+    ``all`` dropout layers off for these steps (see :func:`dropouts`). ``compiled``: ``model`` wrapped
+    in ``torch.compile``, which then runs the forward (the same parameters, so the same optimizer)."""
+    forward = model if compiled is None else compiled  # a compiled module has no truth value
     opt = torch.optim.AdamW(model.parameters(), lr=0.0, fused=fused)  # lr 0: the step's cost, weights unchanged
     model.train()
     seen = {"labelled": 0, "lengths": [], "positions": 0}
@@ -126,7 +135,7 @@ def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=F
                 labels = batch.pop("labels")
                 mlm_loss, nsp_loss = naive_losses(model, batch, labels, nsp)
             else:
-                mlm_loss, nsp_loss = pretraining_losses(model(**batch), nsp)
+                mlm_loss, nsp_loss = pretraining_losses(forward(**batch), nsp)
             (mlm_loss + nsp_loss).backward()
             opt.step()
             opt.zero_grad()
@@ -148,6 +157,12 @@ def main(argv=None) -> None:
         action="store_true",
         help="print only the padding line (no training, no timing): e.g. --steps 375 covers the default stage's 6,000 pairs",
     )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time ours with torch.compile (inductor), with and without dropout; needs a C++ compiler, "
+        "and compiling takes minutes",
+    )
     args = p.parse_args(argv)
     hf_logging.set_verbosity_error()  # the load report of the base encoder's missing MLM / NSP heads
     hf_logging.disable_progress_bar()
@@ -162,8 +177,12 @@ def main(argv=None) -> None:
             f"--batch-size {args.batch_size} need"
         )
     tok = load_tokenizer(cfg)
-    ds = tokenize_pairs(pairs[:n], tok, args.max_length)
     model = None if args.padding_only else load_pretraining_model(cfg, len(tok), seed=0)[0]
+    if model is not None and args.max_length > model.config.max_position_embeddings:
+        raise MinisciError(
+            f"--max-length {args.max_length}: {args.model} has {model.config.max_position_embeddings} positions"
+        )
+    ds = tokenize_pairs(pairs[:n], tok, args.max_length)
     collator = MlmNspCollator(tok, 0.15, pad_to_multiple_of=8, seed=0)
     g = torch.Generator().manual_seed(0)
     grouped = list(LengthGroupedSampler(args.batch_size, lengths=ds["length"], generator=g))
@@ -175,6 +194,10 @@ def main(argv=None) -> None:
         "no attention dropout": dict(order=grouped, no_dropout="attention"),
         "no dropout": dict(order=grouped, no_dropout="all"),
     }
+    if args.compile and not args.padding_only:
+        compiled = torch.compile(model)
+        rows["compiled"] = dict(order=grouped, compiled=compiled)
+        rows["compiled, no dropout"] = dict(order=grouped, compiled=compiled, no_dropout="all")
     if args.padding_only:
         sides = {
             name: padding_seen(ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **rows[name])
@@ -186,7 +209,13 @@ def main(argv=None) -> None:
     results, seen = {name: [] for name in rows}, {}
     # One untimed step of each side first: a process's first steps pay one-off costs, which fell on "ours" alone.
     for kw in rows.values():
-        run(model, ds, collator=collator, batch_size=args.batch_size, steps=1, **kw)
+        warm = args.steps if "compiled" in kw else 1  # every length compiled once, untimed
+        try:
+            run(model, ds, collator=collator, batch_size=args.batch_size, steps=warm, **kw)
+        except Exception as e:  # noqa: BLE001 (inductor's errors have no common base; e.g. no C++ compiler)
+            if "compiled" not in kw:
+                raise
+            raise MinisciError(f"--compile: torch.compile failed: {type(e).__name__}: {first_line(e)}") from None
     for _ in range(args.rounds):
         for name, kw in rows.items():
             speed, seen[name] = run(model, ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **kw)
@@ -209,10 +238,16 @@ def main(argv=None) -> None:
         ("no dropout", "ours, all dropout off (recipe change):"),
     ):
         print(f"{label:<60} {best[name]:8.1f} real tokens/s | {best[name] / best['ours']:.2f}x ours")
+    for name, label in (
+        ("compiled", "ours, torch.compile (inductor):"),
+        ("compiled, no dropout", "ours, torch.compile, all dropout off (recipe change):"),
+    ):
+        if name in best:
+            print(f"{label:<60} {best[name]:8.1f} real tokens/s | {best[name] / best['ours']:.2f}x ours")
     print(padding_line(seen["ours"], seen["naive"]))
     peak = peak_matmul_flops(model.config, torch.float32)
     flops = step_flops(model.config, seen["ours"])
-    shares = ("ours", "fused", "no attention dropout", "no dropout")
+    shares = [name for name in rows if name != "naive"]
     print(
         f"fp32 ceiling: {peak / 1e9:.0f} GFLOP/s peak (measured now) | "
         + " | ".join(ceiling_share(flops, seen["ours"]["tokens"], best[name], peak, name) for name in shares)
@@ -221,6 +256,11 @@ def main(argv=None) -> None:
         with profile() as prof:
             _, profiled = run(model, ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **rows[name])
         print(breakdown_line(time_by_kind(prof.events()), step_flops(model.config, profiled), peak, who))
+
+
+def first_line(error: BaseException) -> str:
+    """The first non-empty line of an error's message (inductor's run to pages)."""
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
 
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}

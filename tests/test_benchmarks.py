@@ -444,16 +444,21 @@ def test_run_environment_names_cpu_flags_and_precision(monkeypatch):
     assert env["cpu_flags"] == "avx2 avx512f avx512_bf16" and env["torch"] == torch.__version__
 
 
+def tiny_pairs(path, n: int = 8):
+    """``n`` short NSP pairs in the pairs format (a JSON object per line)."""
+    rows = [
+        {"a": f"Aspirin reduced pain in trial {i} .", "b": "Patients recovered .", "label": i % 2} for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path, capsys):
     import pretrain_throughput
 
     from minisci.stage import run_stage
 
-    pairs = tmp_path / "pairs.jsonl"
-    rows = [
-        {"a": f"Aspirin reduced pain in trial {i} .", "b": "Patients recovered .", "label": i % 2} for i in range(8)
-    ]
-    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pairs = tiny_pairs(tmp_path / "pairs.jsonl")
     argv = ["--pairs", str(pairs), "--model", str(tiny_model_dir), "--batch-size", "4", "--steps", "2", "--rounds", "1"]
     pretrain_throughput.main([*argv, "--max-length", "32"])
     out = capsys.readouterr().out
@@ -494,6 +499,45 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         == 1
     )
     assert re.fullmatch(r"error: .*missing\.jsonl.*\n", capsys.readouterr().err)
+
+
+@pytest.mark.slow
+def test_pretrain_benchmark_compiled_rows_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path, capsys):
+    import pretrain_throughput
+
+    pairs = tiny_pairs(tmp_path / "pairs.jsonl")
+    argv = ["--pairs", str(pairs), "--model", str(tiny_model_dir), "--batch-size", "4", "--steps", "2"]
+    pretrain_throughput.main([*argv, "--rounds", "1", "--max-length", "32", "--compile"])
+    out = capsys.readouterr().out
+    for row in ("torch.compile (inductor):", "torch.compile, all dropout off (recipe change):"):
+        assert re.search(rf"ours, {re.escape(row)} +\d+\.\d real tokens/s \| \d+\.\d\dx ours", out)
+    assert re.search(r"\| compiled .* = \d+% of ceiling \| compiled, no dropout .* = \d+% of ceiling\n", out)
+
+
+def test_pretrain_benchmark_compile_failure_is_one_line(benchmarks, tiny_model_dir, tmp_path, capsys, monkeypatch):
+    import pretrain_throughput
+
+    from minisci.stage import run_stage
+
+    def broken_compile(model):
+        def forward(**batch):
+            raise RuntimeError("\nInductorError: CppCompileError: C++ compile error\n\nCommand:\ng++ ...")
+
+        return forward
+
+    monkeypatch.setattr(pretrain_throughput.torch, "compile", broken_compile)
+    pairs = tiny_pairs(tmp_path / "pairs.jsonl")
+    argv = ["--pairs", str(pairs), "--model", str(tiny_model_dir), "--batch-size", "4", "--steps", "2", "--compile"]
+    assert run_stage(pretrain_throughput.main, argv) == 1  # the tiny model's 64 positions, --max-length 128
+    assert capsys.readouterr().err == f"error: --max-length 128: {tiny_model_dir} has 64 positions\n"
+    argv += ["--max-length", "32"]
+    assert run_stage(pretrain_throughput.main, argv) == 1
+    captured = capsys.readouterr()
+    assert captured.err.endswith(  # after the tokenising progress bar
+        "\nerror: --compile: torch.compile failed: RuntimeError: InductorError: CppCompileError: C++ compile error\n"
+    )
+    assert "real tokens/s" not in captured.out  # it fails in the warm-up, before any timing
+    assert pretrain_throughput.first_line(ValueError("")) == ""
 
 
 def test_pretrain_dropout_off_switches_the_chosen_layers_and_restores_them(benchmarks, tiny_model_dir):
