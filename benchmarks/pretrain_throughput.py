@@ -24,10 +24,8 @@ roofline.py) divided by its time, against this CPU's peak fp32 matrix-product ra
 same run. Then where ours spends its time (``torch.profiler`` over the same steps, self CPU time per
 operator): the matrix products (and the rate they run at), dropout's random masks, the optimizer step,
 and the rest (layer norm, GELU, softmax, embeddings, copies), which says what keeps a step from the
-ceiling. The profiler's own overhead lands in "the rest". Of that step, the share of element-wise work
-over the vocabulary (zeroing and adding the tied word embedding's gradient, AdamW's passes over it,
-the vocabulary softmax), from a second profile that records shapes: work that fusing element-wise
-kernels cannot shrink. The same for ours without dropout, which says what stays when the masks are gone. And the share of each side's positions that are padding,
+ceiling. The profiler's own overhead lands in "the rest". The same for ours without dropout, which
+says what stays when the masks are gone. And the share of each side's positions that are padding,
 which bounds what sequence packing could gain over ours.
 
 ``--compile`` adds two rows: ours with the model wrapped in ``torch.compile`` (inductor, its defaults:
@@ -254,17 +252,10 @@ def main(argv=None) -> None:
         f"fp32 ceiling: {peak / 1e9:.0f} GFLOP/s peak (measured now) | "
         + " | ".join(ceiling_share(flops, seen["ours"]["tokens"], best[name], peak, name) for name in shares)
     )
-    vocab = model.config.vocab_size
     for name, who in (("ours", "ours"), ("no dropout", "ours without dropout")):
         with profile() as prof:
             _, profiled = run(model, ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **rows[name])
-        line = breakdown_line(time_by_kind(prof.events()), step_flops(model.config, profiled), peak, who)
-        # Again with the inputs' shapes recorded, which finds the vocabulary-sized work but slows every small
-        # operator (~5 points of a step move to "the rest"): so the breakdown above comes from a run without.
-        with profile(record_shapes=True) as prof:
-            run(model, ds, collator=collator, batch_size=args.batch_size, steps=args.steps, **rows[name])
-        events = prof.events()
-        print(line + vocabulary_clause(vocabulary_seconds(events, vocab), time_by_kind(events), vocab))
+        print(breakdown_line(time_by_kind(prof.events()), step_flops(model.config, profiled), peak, who))
 
 
 def first_line(error: BaseException) -> str:
@@ -294,29 +285,6 @@ def _kind(event) -> str:
     if event.name in MATMUL_OPS:
         return "matrix products"
     return "dropout masks" if event.name in DROPOUT_OPS else "the rest"
-
-
-def vocabulary_seconds(events, vocab_size: int) -> float:
-    """Self CPU seconds of the profiled work over a vocabulary-sized dimension other than matrix
-    products (counted as those): zeroing and adding the tied word embedding's gradient, AdamW's passes
-    over it, the softmax over the vocabulary at the labelled positions. Work that no fusion of
-    element-wise kernels shrinks: its size is the vocabulary's, not the batch's."""
-    return sum(ev.self_cpu_time_total / 1e6 for ev in events if ev.name not in MATMUL_OPS and _has_dim(ev, vocab_size))
-
-
-def _has_dim(event, size: int) -> bool:
-    """Whether one of ``event``'s input tensors (recorded shapes) has a dimension of ``size``."""
-    shapes = getattr(event, "input_shapes", None) or []
-    return any(isinstance(shape, list | tuple) and size in shape for shape in shapes)
-
-
-def vocabulary_clause(vocab_seconds: float, seconds: dict[str, float], vocab_size: int) -> str:
-    """``; of it, ...``: the vocabulary-sized work's share of a profiled step (see :func:`vocabulary_seconds`)."""
-    total = sum(seconds.values()) or 1.0
-    return (
-        f"; of it, element-wise work over the {vocab_size:,}-word vocabulary (word-embedding gradient, "
-        f"its AdamW update, the vocabulary softmax) {100 * vocab_seconds / total:.0f}%"
-    )
 
 
 def breakdown_line(seconds: dict[str, float], flops: float, peak: float, who: str = "ours") -> str:

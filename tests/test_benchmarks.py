@@ -484,8 +484,6 @@ def test_pretrain_benchmark_on_a_tiny_model(benchmarks, tiny_model_dir, tmp_path
         r"where ours without dropout spends a step \(profiled, self CPU time\): .*dropout masks (\d+)%", out
     )
     assert without and int(without[1]) == 0  # no masks drawn at rate 0
-    vocab = re.findall(r"of it, element-wise work over the ([\d,]+)-word vocabulary \(.*\) (\d+)%\n", out)
-    assert len(vocab) == 2 and all(size.replace(",", "").isdigit() and 0 < int(share) < 100 for size, share in vocab)
     assert (
         run_stage(pretrain_throughput.main, [*argv, "--steps", "3", "--padding-only"]) == 1
     )  # 3 x 4 pairs, 8 in the file
@@ -672,31 +670,6 @@ def test_pretrain_breakdown_sorts_profiled_time_by_kind(benchmarks):
     line = pretrain_throughput.breakdown_line(seconds, flops=8e3, peak=2e9)
     assert "matrix products 47%, dropout masks 9%, optimizer step 41%, the rest 3%" in line
     assert line.endswith("the matrix products run at 1 GFLOP/s = 50% of peak")
-
-
-def test_pretrain_breakdown_finds_the_vocabulary_sized_work(benchmarks):
-    import pretrain_throughput
-
-    def event(name, micros, *shapes):
-        return SimpleNamespace(name=name, self_cpu_time_total=micros, cpu_parent=None, input_shapes=list(shapes))
-
-    events = [
-        event("aten::fill_", 2.0, [99, 8], []),  # zeroing the embedding's gradient
-        event("aten::sqrt", 1.0, [99, 8]),  # AdamW on it
-        event("aten::_log_softmax", 1.0, [5, 99], [], []),  # the vocabulary softmax
-        event("aten::mm", 4.0, [5, 8], [8, 99]),  # the decoder: a matrix product, not counted here
-        event("aten::gelu", 1.0, [4, 7, 32]),
-        event("aten::_foreach_add_", 1.0, [[99, 8], [8]]),  # a tensor list: not looked into
-        SimpleNamespace(name="aten::add", self_cpu_time_total=1.0, cpu_parent=None),  # shapes not recorded
-    ]
-    assert pretrain_throughput.vocabulary_seconds(events, 99) == pytest.approx(4e-6)
-    assert pretrain_throughput.vocabulary_seconds(events, 100) == 0.0
-    seconds = {"matrix products": 4e-6, "dropout masks": 0.0, "optimizer step": 1e-6, "the rest": 5e-6}
-    clause = pretrain_throughput.vocabulary_clause(4e-6, seconds, 30522)
-    assert clause == (
-        "; of it, element-wise work over the 30,522-word vocabulary (word-embedding gradient, its AdamW update, "
-        "the vocabulary softmax) 40%"
-    )
 
 
 def test_inference_benchmark_compares_a_crf_model_as_the_pipeline_decodes_it(
