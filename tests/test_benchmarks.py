@@ -614,6 +614,15 @@ def test_a_benchmark_script_exits_with_one_line_not_a_traceback(tmp_path):
     ]
 
 
+def test_pretrain_benchmark_refuses_compile_with_padding_only(benchmarks, capsys):
+    import pretrain_throughput
+
+    with pytest.raises(SystemExit) as exit_info:
+        pretrain_throughput.main(["--padding-only", "--compile"])
+    assert exit_info.value.code == 2
+    assert "argument --compile: not allowed with argument --padding-only" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("script", "argv"),
     [
