@@ -1,10 +1,13 @@
-"""Stage export_metrics: flat summary (metrics/summary.json), Markdown report with paired
-bootstrap and published anchors (metrics/report.md), PNG charts (plots/charts/), per-type and
-per-class F1 for DVC plots (plots/per_type_f1.json), for every dataset the fine-tuning stages ran.
+"""Stage export_metrics: flat summary (metrics/summary.json), Markdown report with the seed-aware
+bootstrap, verdicts, power, dataset health, errors and published anchors (metrics/report.md), PNG
+charts (plots/charts/), per-type and per-class F1 for DVC plots (plots/per_type_f1.json), plot data
+overlaying both arms at fixed paths (plots/compare/) and word-level CoNLL test predictions of the
+NER models (data/predictions/), for every dataset the fine-tuning stages ran.
 
 Usage: python stages/export_metrics.py --metrics-dir metrics --models-dir models --plots-dir plots \\
-           --summary metrics/summary.json --report metrics/report.md --charts plots/charts \\
-           --per-type plots/per_type_f1.json
+           --data-dir data/prepared --summary metrics/summary.json --report metrics/report.md \\
+           --charts plots/charts --per-type plots/per_type_f1.json --compare plots/compare \\
+           --predictions data/predictions
 """
 
 from __future__ import annotations
@@ -17,11 +20,21 @@ from minisci.config import (
     ExportMetricsConfig,
     FinetuneClassificationConfig,
     FinetuneNerConfig,
+    ModelConfig,
     load_catalog,
     load_section,
 )
 from minisci.io import atomic_path, write_json
-from minisci.report.export import TASKS, charts, collect, per_type_rows, report, summary
+from minisci.report.export import (
+    TASKS,
+    charts,
+    collect,
+    per_type_rows,
+    report,
+    summary,
+    write_compare_plots,
+    write_predictions,
+)
 from minisci.stage import run_stage
 
 
@@ -30,10 +43,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--metrics-dir", required=True)
     p.add_argument("--models-dir", required=True, help="fine-tuned models with test_predictions.jsonl")
     p.add_argument("--plots-dir", required=True, help="training curves written by the training stages")
+    p.add_argument("--data-dir", required=True, help="prepared datasets (dataset health, classification texts)")
     p.add_argument("--summary", required=True)
     p.add_argument("--report", required=True)
     p.add_argument("--charts", required=True)
     p.add_argument("--per-type", required=True)
+    p.add_argument("--compare", required=True, help="directory: plot data overlaying both arms (fixed paths)")
+    p.add_argument("--predictions", required=True, help="directory: word-level CoNLL test predictions (NER)")
     p.add_argument("--params", default="params.yaml")
     args = p.parse_args(argv)
 
@@ -42,18 +58,26 @@ def main(argv: list[str] | None = None) -> None:
         "ner": load_section(FinetuneNerConfig, "finetune_ner", args.params).datasets,
         "classification": load_section(FinetuneClassificationConfig, "finetune_classification", args.params).datasets,
     }
-    data = collect(Path(args.metrics_dir), Path(args.models_dir), cfg, runs, load_catalog(args.params))
+    base = load_section(ModelConfig, "model", args.params).base
+    catalog = load_catalog(args.params)
+    data = collect(Path(args.metrics_dir), Path(args.models_dir), cfg, runs, catalog, Path(args.data_dir), base)
     with atomic_path(args.charts) as tmp:
         charts(data, Path(args.plots_dir), tmp)
     with atomic_path(args.report) as tmp:
         tmp.write_text(report(data, cfg), encoding="utf-8")
     write_json(args.per_type, per_type_rows(data))
+    with atomic_path(args.compare) as tmp:
+        write_compare_plots(data, Path(args.plots_dir), tmp)
+    with atomic_path(args.predictions) as tmp:
+        tmp.mkdir()
+        write_predictions(data, tmp)
     write_json(args.summary, summary(data))
     for (task, ds), t in data["tasks"].items():
         b = t["bootstrap"]
         print(
             f"export_metrics: {ds} {TASKS[task].metric} adapted - baseline = {100 * b['difference']:+.2f} "
-            f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}], p = {b['p_value']:.3f}"
+            f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}], p = {b['p_value']:.3f}: {b['verdict']} "
+            f"(margin ±{100 * cfg.margin(task):.1f}; minimum detectable effect {100 * b['mde']:.2f})"
         )
 
 

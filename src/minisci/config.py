@@ -362,9 +362,25 @@ class FinetuneEmbeddingsConfig:
 class ExportMetricsConfig:
     bootstrap_resamples: int
     seed: int
+    equivalence_margin_ner: float
+    equivalence_margin_classification: float
+    error_examples: int
 
     def __post_init__(self) -> None:
-        _check(self.bootstrap_resamples >= 100, "export_metrics", "bootstrap_resamples must be >= 100")
+        s = "export_metrics"
+        _check(self.bootstrap_resamples >= 100, s, "bootstrap_resamples must be >= 100")
+        _check(
+            0 < self.equivalence_margin_ner < 100 and 0 < self.equivalence_margin_classification < 100,
+            s,
+            "equivalence margins must be in (0, 100) points",
+        )
+        _check(self.error_examples >= 0, s, "error_examples must be >= 0")
+
+    def margin(self, task: str) -> float:
+        """The equivalence margin of a task as a fraction (params are in points of the metric)."""
+        return {"ner": self.equivalence_margin_ner, "classification": self.equivalence_margin_classification}[
+            task
+        ] / 100
 
 
 T = TypeVar("T")

@@ -30,9 +30,27 @@ seeds on BC5CDR, against a per-run bootstrap sd of ~0.2), the two roughly cancel
 no difference are close to uniform; when it is smaller, the test is conservative. With 3 seeds only
 10 distinct seed multisets exist, so the report also gives the per-seed differences and the number of seeds
 the adapted model won.
+
+Verdicts (:func:`verdict`): a difference is ``better`` or ``worse`` when its 95% interval excludes 0,
+``equivalent`` when two one-sided tests (TOST) on the same bootstrap replicates reject both
+"the difference is <= -m" and ">= +m" for the declared margin m (:func:`equivalence_p`; at
+alpha = 0.05 this is the 90% percentile interval lying inside (-m, +m)), and ``inconclusive``
+otherwise: "not significant" alone is not evidence of no effect.
+
+The design's power (:func:`minimum_detectable_effect`): the standard error of the mean-over-seeds
+difference is modelled as sqrt(v_ex * n0 / n + v_seed / S), where v_ex is the variance of the
+replicates' seed-mean difference under example resampling alone (the test sample, shared by all
+seeds, so it does not shrink with seeds) at the observed test size n0, and v_seed the sample
+variance of the per-seed differences (seed-to-seed variation; it includes each seed's own example
+noise, so the model is slightly conservative). The minimum detectable effect at power 1 - beta and
+two-sided alpha is (z_{1-alpha/2} + z_{1-beta}) * SE (normal approximation). With one seed v_seed is
+unknown and the estimate covers the test sample only.
 """
 
 from __future__ import annotations
+
+import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -110,14 +128,23 @@ def _resampled_scores(per_seed: list[np.ndarray], weights: np.ndarray, metric) -
     return np.stack([metric(weights @ c) for c in per_seed], axis=1)
 
 
-def seed_bootstrap(counts_a: list[np.ndarray], counts_b: list[np.ndarray], metric, n_resamples: int, seed: int) -> dict:
+def seed_bootstrap(
+    counts_a: list[np.ndarray],
+    counts_b: list[np.ndarray],
+    metric,
+    n_resamples: int,
+    seed: int,
+    margin: float | None = None,
+) -> dict:
     """Mean-over-seeds difference metric(b) - metric(a), its 95% interval and two-sided p-value
     from a hierarchical bootstrap over seeds and test examples (see the module docstring).
 
     ``counts_*`` hold one per-example count array per fine-tuning seed (as :func:`ner_counts` or
     :func:`classification_counts` return), paired by index between the arms. Besides the keys of
     :func:`paired_bootstrap`: ``seeds``, each arm's mean and sample sd over seeds, the per-seed
-    differences, and ``seeds_b_better`` (seeds where b scores strictly higher).
+    differences, ``seeds_b_better`` (seeds where b scores strictly higher), the variance components
+    ``example_var`` and ``seed_var`` and the test size ``examples`` (:func:`minimum_detectable_effect`),
+    and with a ``margin`` the TOST p-value ``p_equivalence`` (:func:`equivalence_p`).
     """
     if len(counts_a) != len(counts_b) or not counts_a:
         raise ValueError(f"seed bootstrap needs the same seeds in both arms: {len(counts_a)} vs {len(counts_b)}")
@@ -132,14 +159,18 @@ def seed_bootstrap(counts_a: list[np.ndarray], counts_b: list[np.ndarray], metri
     per_seed = score_b - score_a
     observed = float(score_b.mean() - score_a.mean())
     diffs = np.empty(n_resamples)
+    example_only = np.empty(n_resamples)  # the seed-mean difference with the seeds kept: test-sample noise
     for start in range(0, n_resamples, 200):  # chunks keep memory at 200 x n multiplicities
         m = rng.multinomial(n, np.full(n, 1.0 / n), size=min(200, n_resamples - start)).astype(float)
         delta = _resampled_scores(counts_b, m, metric) - _resampled_scores(counts_a, m, metric)
         drawn = seed_rng.integers(n_seeds, size=delta.shape)
         diffs[start : start + len(m)] = np.take_along_axis(delta, drawn, axis=1).mean(axis=1)
+        example_only[start : start + len(m)] = delta.mean(axis=1)
     sd = 1 if n_seeds > 1 else 0  # sample sd; 0 for a single seed
+    extra = {} if margin is None else {"margin": margin, "p_equivalence": equivalence_p(diffs, margin)}
     return {
         **_interval(diffs, observed),
+        **extra,
         "seeds": n_seeds,
         "mean_a": round(float(score_a.mean()), 4),
         "sd_a": round(float(score_a.std(ddof=sd)), 4),
@@ -147,4 +178,80 @@ def seed_bootstrap(counts_a: list[np.ndarray], counts_b: list[np.ndarray], metri
         "sd_b": round(float(score_b.std(ddof=sd)), 4),
         "seed_differences": [round(float(d), 4) for d in per_seed],
         "seeds_b_better": int(np.sum(per_seed > 0)),
+        "examples": n,
+        "example_var": float(example_only.var(ddof=1)),
+        "seed_var": float(per_seed.var(ddof=1)) if n_seeds > 1 else None,
     }
+
+
+# verdicts, power and multiplicity ------------------------------------------------------------------------
+
+ALPHA = 0.05  # two-sided level of every test and interval in the report
+POWER = 0.8  # the power the minimum detectable effect is quoted at (Cohen's convention)
+
+
+def equivalence_p(diffs: np.ndarray, margin: float) -> float:
+    """TOST p-value from bootstrap replicates of the difference: the larger of the two one-sided
+    p-values P*(d <= -margin) and P*(d >= +margin) (each with the +1 correction of a permutation-style
+    p-value). Below alpha, both "worse by at least the margin" and "better by at least it" are
+    rejected: equivalent within +-margin."""
+    n = len(diffs)
+    low = (np.sum(diffs <= -margin) + 1) / (n + 1)
+    high = (np.sum(diffs >= margin) + 1) / (n + 1)
+    return round(float(max(low, high)), 4)
+
+
+def verdict(boot: dict, alpha: float = ALPHA) -> str:
+    """better / worse (the 95% interval excludes 0), equivalent (TOST rejects both margins),
+    inconclusive (neither: the data cannot tell a difference of the margin's size from none)."""
+    if boot["ci_low"] > 0:
+        return "better"
+    if boot["ci_high"] < 0:
+        return "worse"
+    if boot.get("p_equivalence") is not None and boot["p_equivalence"] < alpha:
+        return "equivalent"
+    return "inconclusive"
+
+
+def _z_sum(alpha: float, power: float) -> float:
+    z = NormalDist().inv_cdf
+    return z(1 - alpha / 2) + z(power)
+
+
+def minimum_detectable_effect(
+    example_var: float,
+    seed_var: float | None,
+    seeds: int,
+    examples: int,
+    n_examples: int,
+    alpha: float = ALPHA,
+    power: float = POWER,
+) -> float:
+    """The smallest true difference the design (``seeds`` seeds x ``examples`` test examples) detects
+    with probability ``power`` at two-sided ``alpha``, from the variance components observed at
+    ``n_examples`` test examples (see the module docstring). ``seed_var`` None (one seed): test
+    sample only."""
+    var = example_var * n_examples / examples + (seed_var or 0.0) / seeds
+    return _z_sum(alpha, power) * math.sqrt(var)
+
+
+def seeds_for_margin(
+    margin: float, example_var: float, seed_var: float | None, alpha: float = ALPHA, power: float = POWER
+) -> int | None:
+    """The fewest seeds whose minimum detectable effect (same test set) is at most ``margin``; None
+    when no number of seeds can (the test sample alone is too noisy) or the seed variance is unknown."""
+    room = (margin / _z_sum(alpha, power)) ** 2 - example_var
+    if seed_var is None or room <= 0:
+        return None
+    return max(1, math.ceil(seed_var / room - 1e-9))
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment (family-wise error rate), in the input order: the k-th smallest of
+    m p-values is multiplied by m - k + 1, then made non-decreasing and capped at 1."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    out, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        out[i] = round(running, 4)
+    return out

@@ -1,6 +1,12 @@
 """The ``export_metrics`` stage: one flat summary for ``dvc metrics diff`` / ``dvc exp show``, a
-Markdown report (baseline vs adapted, paired bootstrap, published anchors, stage times) and PNG
-charts for people.
+Markdown report (baseline vs adapted: seed-aware bootstrap, verdict against a declared equivalence
+margin, the design's minimum detectable effect, Holm-adjusted p-values, dataset health, the errors
+behind each score, published anchors, stage times), word-level CoNLL test predictions, DVC plot data
+that overlays both arms, and PNG charts for people.
+
+One definition of an arm's score is used wherever it stands beside a difference (summary, report
+rows, chart bars): the mean over fine-tuning seeds, with its sample sd; that mean is what the
+difference compares. A single seed's score is labelled with its seed.
 
 Every fine-tuned dataset is reported the same way; what differs between tasks (the headline
 metric, the columns, how a test example is counted for the bootstrap) is one row of :data:`TASKS`.
@@ -13,16 +19,25 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from minisci.config import DatasetConfig, ExportMetricsConfig
+from minisci.config import SPLITS, DatasetConfig, ExportMetricsConfig
+from minisci.data.readers import load_prepared
 from minisci.errors import MinisciError
 from minisci.io import iter_jsonl
+from minisci.metrics.classification_f1 import scored_labels
 from minisci.report.bootstrap import (
+    ALPHA,
+    POWER,
     classification_counts,
     f1_from_counts,
+    holm,
     macro_f1_from_counts,
+    minimum_detectable_effect,
     ner_counts,
     seed_bootstrap,
+    seeds_for_margin,
+    verdict,
 )
+from minisci.report.errors import NER_KINDS, arm_differences, confident_errors, conll_text, ner_errors
 
 ARMS = ("baseline", "adapted")
 
@@ -38,11 +53,10 @@ def _classification_score(labels: list[str]) -> Callable:
     return lambda c: macro_f1_from_counts(c, len(labels))
 
 
-def _labels_in_play(arms: dict, preds: dict) -> list[str]:
-    """Classification labels that occur in gold or in either arm's predictions, in label order
-    (the same set the stages' macro-F1 averages over)."""
-    seen = {r[k] for rows in preds.values() for r in rows for k in ("gold", "pred")}
-    return [lab for lab in arms["baseline"]["labels"] if lab in seen]
+def _labels_scored(arms: dict, preds: dict) -> list[str]:
+    """Classification labels with test support, in label order: the fixed set the stages' macro-F1
+    averages over, the same for both arms (:func:`minisci.metrics.classification_f1.scored_labels`)."""
+    return scored_labels([r["gold"] for r in preds["baseline"]], arms["baseline"]["labels"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +71,7 @@ class TaskReport:
     columns: tuple[tuple[str, str], ...]  # (header, test metric) of the details table
     breakdown: str  # per-item test scores: per_type | per_class
     item: str  # what one breakdown row is
+    curves: tuple[str, ...]  # training curves overlaid for both arms in the top-level DVC plots
     labels: Callable  # (arms' metrics, arms' test rows) -> the labels the comparison scores over
     counts: Callable  # (test prediction rows, labels) -> per-example additive counts
     score: Callable  # labels -> (summed counts -> headline metric)
@@ -78,6 +93,7 @@ TASKS = {
         ),
         breakdown="per_type",
         item="type",
+        curves=("dev_f1", "loss"),
         labels=lambda arms, preds: arms["baseline"]["labels"],
         counts=lambda rows, labels: ner_counts(rows),
         score=lambda labels: f1_from_counts,
@@ -91,7 +107,8 @@ TASKS = {
         columns=(("accuracy", "accuracy"), ("macro-F1", "macro_f1"), ("micro-F1", "micro_f1")),
         breakdown="per_class",
         item="class",
-        labels=lambda arms, preds: _labels_in_play(arms, preds),
+        curves=("dev_macro_f1", "loss"),
+        labels=lambda arms, preds: _labels_scored(arms, preds),
         counts=classification_counts,
         score=_classification_score,
     ),
@@ -119,15 +136,82 @@ def _seed_rows(rows: list[dict], seeds: list[int]) -> list[list[dict]]:
     return [[{**r, "pred": r["preds"][str(s)]} for r in rows] for s in seeds]
 
 
+def _missing_per_split(meta: dict) -> dict[str, list[str]]:
+    """Labels (classes or entity types) with no example in a split, from ``dataset.json``'s counts;
+    a split whose counts are not there is skipped."""
+    key = "entities_per_type" if meta.get("task") == "ner" else "per_label"
+    out = {}
+    for split in SPLITS:
+        counts = (meta.get("counts") or {}).get(split) or {}
+        if key in counts:
+            out[split] = [lab for lab in meta.get("labels") or [] if not counts[key].get(lab)]
+    return out
+
+
+def dataset_health(data_dir: Path, name: str) -> dict:
+    """What ``prepare_data`` found in one dataset (its ``dataset.json``): split sizes, repeated and
+    conflicting training rows, dev/test texts also in train, labels missing from a split and any
+    warnings. Keys a dataset.json lacks are left out (older or NER datasets)."""
+    path = data_dir / name / "dataset.json"
+    if not path.is_file():
+        return {"name": name, "prepared": False}
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    counts = meta.get("counts") or {}
+    size = "examples" if meta.get("task") == "classification" else "sentences"
+    out = {
+        "name": name,
+        "prepared": True,
+        "task": meta.get("task"),
+        "sizes": {sp: counts[sp].get(size) for sp in SPLITS if sp in counts},
+        "size_unit": size,
+        "entities": {sp: counts[sp]["entities"] for sp in SPLITS if "entities" in counts.get(sp, {})},
+        "missing": _missing_per_split(meta),
+        **(meta.get("train_quality") or {}),
+    }
+    warnings = meta.get("warnings")
+    if isinstance(warnings, list) and warnings:
+        out["warnings"] = [str(w) for w in warnings]
+    return out
+
+
+def _test_texts(data_dir: Path | None, ds: str, task: str) -> list[str] | None:
+    if task != "classification" or data_dir is None or not (data_dir / ds / "test.jsonl").is_file():
+        return None
+    return [e.text for e in load_prepared(data_dir / ds, splits=("test",)).splits["test"]]
+
+
+def _errors(task: str, preds: dict, texts: list[str] | None, labels: list[str], top: int) -> dict:
+    """Per arm the errors of its saved model (the first seed's predictions), and where the arms differ."""
+    out = {"differences": arm_differences(task, preds["baseline"], preds["adapted"], texts, top)}
+    for arm in ARMS:
+        if task == "ner":
+            out[arm] = ner_errors(preds[arm], top)
+        elif texts is not None:
+            out[arm] = {"confident": confident_errors(preds[arm], texts, labels, top)}
+    return out
+
+
+def _power(boot: dict, margin: float) -> dict:
+    """Minimum detectable effect of this design (seeds x test examples) and the seeds the margin needs."""
+    mde = minimum_detectable_effect(
+        boot["example_var"], boot["seed_var"], boot["seeds"], boot["examples"], boot["examples"]
+    )
+    need = seeds_for_margin(margin, boot["example_var"], boot["seed_var"])
+    return {"mde": round(mde, 4), "seeds_for_margin": need, "margin_reachable": mde <= margin}
+
+
 def collect(
     metrics_dir: Path,
     models_dir: Path,
     cfg: ExportMetricsConfig,
     runs: dict[str, list[str]],
     catalog: dict[str, DatasetConfig],
+    data_dir: Path | None = None,
+    base_model: str = "the base model",
 ) -> dict:
-    """Everything the report needs: per (task, dataset), per arm metrics and the paired comparison.
-    ``runs``: task -> the datasets its stage fine-tuned."""
+    """Everything the report needs: per (task, dataset), per arm metrics, the paired comparison with
+    its verdict and power, and the errors behind the scores. ``runs``: task -> the datasets its stage
+    fine-tuned; ``data_dir``: the prepared datasets (health lines, classification texts)."""
     tasks = {}
     for task, datasets in runs.items():
         t = TASKS[task]
@@ -138,12 +222,33 @@ def collect(
             counts = {a: [t.counts(rows, labels) for rows in _seed_rows(preds[a], arms[a]["seeds"])] for a in ARMS}
             # examples and seeds resampled together (one seed: the paired bootstrap over examples)
             boot = seed_bootstrap(
-                counts["baseline"], counts["adapted"], t.score(labels), cfg.bootstrap_resamples, cfg.seed
+                counts["baseline"],
+                counts["adapted"],
+                t.score(labels),
+                cfg.bootstrap_resamples,
+                cfg.seed,
+                margin=cfg.margin(task),
             )
+            boot.update(verdict=verdict(boot), **_power(boot, cfg.margin(task)))
             published = catalog[ds].published if ds in catalog else None
-            tasks[(task, ds)] = {"arms": arms, "bootstrap": boot, "published": published or {}}
+            texts = _test_texts(data_dir, ds, task)
+            tasks[(task, ds)] = {
+                "arms": arms,
+                "bootstrap": boot,
+                "published": published or {},
+                "labels": labels,
+                "errors": _errors(task, preds, texts, arms["baseline"]["labels"], cfg.error_examples),
+                "conll": {a: conll_text(preds[a]) for a in ARMS} if task == "ner" else None,
+            }
+    if len(tasks) > 1:  # several comparisons in one run: family-wise (Holm) p-values beside the raw ones
+        for t, p in zip(tasks.values(), holm([t["bootstrap"]["p_value"] for t in tasks.values()])):
+            t["bootstrap"]["p_holm"] = p
+    declared = list(dict.fromkeys([*catalog, *(ds for ds_list in runs.values() for ds in ds_list)]))
+    health = [dataset_health(data_dir, name) for name in declared] if data_dir is not None else []
     return {
         "tasks": tasks,
+        "health": health,
+        "base_model": base_model,
         "pretrain": _read_json(metrics_dir / "pretrain.json"),
         "sample_corpus": _read_json(metrics_dir / "sample_corpus.json"),
         "make_pairs": _read_json(metrics_dir / "make_pairs.json"),
@@ -154,25 +259,33 @@ def collect(
 # 3. summary.json: the few numbers `dvc metrics diff` and `dvc exp show` are read for ---------------------------
 
 
+def arm_score(t: dict, task: str, arm: str) -> tuple[float, float | None]:
+    """An arm's score wherever it stands beside a difference: the mean over fine-tuning seeds of the
+    headline test metric, as the bootstrap computed it from the saved predictions (the quantity the
+    difference compares), and its sample sd (None with one seed, whose score it then is)."""
+    b, x = t["bootstrap"], "a" if arm == "baseline" else "b"
+    mean = b.get(f"mean_{x}", t["arms"][arm]["test"][TASKS[task].metric])
+    return mean, (b.get(f"sd_{x}") if b["seeds"] > 1 else None)
+
+
 def summary(data: dict) -> dict:
-    """Flat, stable keys: ``ner.bc5cdr.adapted.test.f1``, ``classification.scicite.delta.macro_f1``, ...
-    Headline scores, deltas and p-values only: per-type scores, epochs and timings stay in the
-    per-stage JSON files and the report, so that a diff shows what changed in the results."""
+    """Flat, stable keys: ``ner.bc5cdr.adapted.test.f1`` (mean over seeds), ``...test.f1_sd``,
+    ``classification.scicite.delta.macro_f1``, ``...delta.p_holm``, ``...delta.mde``, ...
+    Headline scores, deltas, p-values and power only: precision, recall, per-type scores, dev scores,
+    epochs and timings stay in the per-stage JSON files and the report, so that a diff shows what
+    changed in the results. Numbers only (the verdict is in the report)."""
     out = {}
     for (task, ds), t in data["tasks"].items():
-        spec, prefix = TASKS[task], f"{task}.{ds}"
-        for arm, m in t["arms"].items():
-            for k in spec.summary_keys:
-                out[f"{prefix}.{arm}.test.{k}"] = m["test"][k]
-            out[f"{prefix}.{arm}.dev.{spec.metric}"] = m["dev"][spec.metric]
-            for k in (f"{spec.metric}_mean", f"{spec.metric}_sd"):
-                if k in m.get("test_over_seeds", {}):
-                    out[f"{prefix}.{arm}.test.{k}"] = m["test_over_seeds"][k]
-        b = t["bootstrap"]
+        spec, prefix, b = TASKS[task], f"{task}.{ds}", t["bootstrap"]
+        for arm in ARMS:
+            mean, sd = arm_score(t, task, arm)
+            out[f"{prefix}.{arm}.test.{spec.metric}"] = mean
+            if sd is not None:
+                out[f"{prefix}.{arm}.test.{spec.metric}_sd"] = sd
         out[f"{prefix}.delta.{spec.metric}"] = b["difference"]
-        out[f"{prefix}.delta.ci_low"] = b["ci_low"]
-        out[f"{prefix}.delta.ci_high"] = b["ci_high"]
-        out[f"{prefix}.delta.p_value"] = b["p_value"]
+        for k in ("ci_low", "ci_high", "p_value", "p_holm", "p_equivalence", "mde"):
+            if b.get(k) is not None:
+                out[f"{prefix}.delta.{k}"] = b[k]
         if b["seeds"] > 1:
             out[f"{prefix}.delta.seeds_adapted_ahead"] = b["seeds_b_better"]
     p = data["pretrain"]
@@ -209,33 +322,105 @@ def _anchor(published: dict, metric: str) -> str:
     return ", ".join(f"{k} {_pct(v)}" for k, v in published.get(metric, {}).items()) or "–"
 
 
-def _headline_rows(data: dict) -> list[str]:
+def _score_cell(t: dict, task: str, arm: str) -> str:
+    mean, sd = arm_score(t, task, arm)
+    return _pct(mean) if sd is None else f"{_pct(mean)} ± {_pct(sd)}"
+
+
+def _verdict_cell(task: str, boot: dict, margin: float | None) -> str:
+    v = boot.get("verdict")
+    if v is None:
+        return "–"
+    if v == "equivalent":
+        return f"equivalent within ±{100 * margin:.1f}"
+    note = " (not after Holm)" if v in ("better", "worse") and boot.get("p_holm", 0) >= ALPHA else ""
+    return v + note
+
+
+def _headline_rows(data: dict, margins: dict | None = None) -> list[str]:
+    margins = margins or {}
     lines = [
-        "| task | dataset | metric | seeds | baseline | adapted | difference | 95% CI | p | adapted ahead | "
-        "published (not ours) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| task | dataset | metric | seeds | baseline | adapted | difference | 95% CI | p | p (Holm) | verdict | "
+        "adapted ahead | published (not ours) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (task, ds), t in data["tasks"].items():
         spec, boot = TASKS[task], t["bootstrap"]
-        if boot["seeds"] > 1:  # the mean ± sd over seeds, which is what the difference compares
-            b, a = (f"{_pct(boot[f'mean_{x}'])} ± {_pct(boot[f'sd_{x}'])}" for x in "ab")
-            ahead = f"{boot['seeds_b_better']} of {boot['seeds']} seeds"
-        else:
-            b, a = (_pct(t["arms"][arm]["test"][spec.metric]) for arm in ARMS)
-            ahead = "–"
+        b, a = (_score_cell(t, task, arm) for arm in ARMS)
+        ahead = f"{boot['seeds_b_better']} of {boot['seeds']} seeds" if boot["seeds"] > 1 else "–"
+        holm_p = f"{boot['p_holm']:.3f}" if "p_holm" in boot else "–"
         lines.append(
             f"| {spec.title} | {ds} | {spec.metric_label} | {boot['seeds']} | {b} | {a} | {100 * boot['difference']:+.2f} | "
-            f"[{100 * boot['ci_low']:+.2f}, {100 * boot['ci_high']:+.2f}] | {boot['p_value']:.3f} | {ahead} | "
-            f"{_anchor(t['published'], spec.metric)} |"
+            f"[{100 * boot['ci_low']:+.2f}, {100 * boot['ci_high']:+.2f}] | {boot['p_value']:.3f} | {holm_p} | "
+            f"{_verdict_cell(task, boot, margins.get(task))} | {ahead} | {_anchor(t['published'], spec.metric)} |"
         )
     return lines
+
+
+def _power_rows(data: dict, cfg: ExportMetricsConfig) -> list[str]:
+    """Per comparison: the declared margin, the TOST p-value, the design's minimum detectable effect
+    and the seeds the margin needs; then one sentence per task whose seeds cannot reach its margin."""
+    lines = [
+        "| dataset | margin (declared) | TOST p | minimum detectable effect | design | seeds to detect ±margin |",
+        "|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for (task, ds), t in data["tasks"].items():
+        b, m = t["bootstrap"], cfg.margin(task)
+        need = b.get("seeds_for_margin")
+        if b.get("seed_var") is None:
+            need_cell = "unknown (one seed: no seed variance)"
+        elif need is None:
+            need_cell = "none: the test set alone is too small"
+        else:
+            need_cell = str(need)
+        lines.append(
+            f"| {ds} | ±{100 * m:.1f} | {b.get('p_equivalence', float('nan')):.3f} | {100 * b['mde']:.2f} | "
+            f"{b['seeds']} seeds × {b['examples']:,} test examples | {need_cell} |"
+        )
+        if not b.get("margin_reachable", True):
+            more = (
+                f"; {need} seeds would"
+                if need
+                else "; no number of seeds would on this test set (more test examples would)"
+            )
+            notes.append(
+                f"- **{ds}**: {b['seeds']} seeds cannot reach the declared margin ±{100 * m:.1f}: the smallest "
+                f"difference this design detects (80% power) is {100 * b['mde']:.2f}{more}. The seeds were not changed."
+            )
+    return lines + ([""] + notes if notes else [])
+
+
+def _health_rows(health: list[dict]) -> list[str]:
+    lines = [
+        "| dataset | task | sizes (train / dev / test) | duplicate / conflicting train rows | dev / test texts in train | "
+        "missing from a split | warnings |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for h in health:
+        if not h["prepared"]:
+            lines.append(f"| {h['name']} | – | not prepared | – | – | – | – |")
+            continue
+        sizes = " / ".join(f"{h['sizes'].get(sp, 0):,}" for sp in SPLITS) + f" {h['size_unit']}"
+        if h["entities"]:
+            sizes += " (" + " / ".join(f"{h['entities'].get(sp, 0):,}" for sp in SPLITS) + " entities)"
+        dup = f"{h['train_duplicate_rows']} / {h['train_conflicting_texts']}" if "train_duplicate_rows" in h else "–"
+        leak = f"{h['dev_texts_in_train']} / {h['test_texts_in_train']}" if "test_texts_in_train" in h else "–"
+        missing = "; ".join(f"{sp}: {', '.join(labs)}" for sp, labs in h["missing"].items() if labs) or "none"
+        warnings = "; ".join(h.get("warnings", [])) or "–"
+        lines.append(f"| {h['name']} | {h['task']} | {sizes} | {dup} | {leak} | {missing} | {warnings} |")
+    return lines
+
+
+def _f1_cell(v: dict) -> str:
+    return "absent" if v.get("absent") or v.get("f1") is None else _pct(v["f1"])
 
 
 def _detail_rows(task: str, ds: str, t: dict) -> list[str]:
     spec = TASKS[task]
     heads = [h for h, _ in spec.columns]
     seeds = t["arms"]["baseline"].get("seeds") or []
-    arm_head = f"arm (seed {seeds[0]} of {seeds})" if len(seeds) > 1 else "arm"
+    arm_head = f"arm, seed {seeds[0]} only (of {seeds})" if len(seeds) > 1 else "arm"
     lines = [
         f"### {spec.title}: {ds}",
         "",
@@ -256,7 +441,7 @@ def _detail_rows(task: str, ds: str, t: dict) -> list[str]:
     for item in items:
         pb, pa = (t["arms"][arm]["test"][spec.breakdown][item] for arm in ARMS)
         anchor = _anchor(t["published"], f"f1.{item}")
-        lines.append(f"| {item} | {_pct(pb['f1'])} | {_pct(pa['f1'])} | {pb['support']} | {anchor} |")
+        lines.append(f"| {item} | {_f1_cell(pb)} | {_f1_cell(pa)} | {pb['support']} | {anchor} |")
     b = t["bootstrap"]
     if b["seeds"] > 1:
         deltas = ", ".join(f"{100 * d:+.2f}" for d in b["seed_differences"])
@@ -268,25 +453,126 @@ def _detail_rows(task: str, ds: str, t: dict) -> list[str]:
     return lines + [""]
 
 
+def _quote(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _strings(pairs: list) -> str:
+    return ", ".join(f"{_quote(s, 40)} ({n})" for s, n in pairs) or "–"
+
+
+def _error_rows(task: str, ds: str, t: dict) -> list[str]:
+    """The errors section of one dataset: error kinds and frequent strings (NER) or the most confident
+    errors (classification) per arm, then what one arm gets right and the other wrong."""
+    errors, seed = t.get("errors"), (t["arms"]["baseline"].get("seeds") or ["?"])[0]
+    if not errors:
+        return []
+    lines = [f"### {TASKS[task].title}: {ds}", ""]
+    if task == "ner":
+        lines += [
+            f"Error kinds of each saved model (seed {seed}), entity spans: "
+            + ", ".join(NER_KINDS).replace("_", " ")
+            + " (defined in `src/minisci/report/errors.py`). Word-level predictions: "
+            f"`{ds}/baseline.conll`, `{ds}/adapted.conll` in the predictions folder.",
+            "",
+            "| arm | correct | " + " | ".join(k.replace("_", " ") for k in NER_KINDS) + " |",
+            "|---|---|" + "---|" * len(NER_KINDS),
+        ]
+        for arm in ARMS:
+            k = errors[arm]["kinds"]
+            lines.append(f"| {arm} | {k['correct']} | " + " | ".join(str(k[x]) for x in NER_KINDS) + " |")
+        lines.append("")
+        for arm in ARMS:
+            lines.append(f"- {arm}, most often missed: {_strings(errors[arm]['missed'])}")
+            lines.append(f"- {arm}, most often spurious: {_strings(errors[arm]['spurious'])}")
+        unit = "gold entities"
+    else:
+        for arm in ARMS:
+            conf = errors.get(arm, {}).get("confident", [])
+            if conf:
+                lines += [
+                    f"Most confident errors of the {arm} model (seed {seed}):",
+                    "",
+                    "| # | gold | predicted | confidence | text |",
+                    "|---|---|---|---|---|",
+                ]
+                lines += [
+                    f"| {e['i']} | {e['gold']} | {e['pred']} | {e['confidence']:.3f} | {_quote(e['text'])} |"
+                    for e in conf
+                ]
+                lines.append("")
+        unit = "test examples"
+    d = errors["differences"]
+    lines += [
+        "",
+        f"Baseline against adapted ({unit}, each arm right when a majority of its seeds is): both right "
+        f"{d['both']}, both wrong {d['neither']}, **only baseline right {d['baseline_only']}**, "
+        f"**only adapted right {d['adapted_only']}**.",
+        "",
+    ]
+    for arm in ARMS:
+        sample = d[f"{arm}_only_sample"]
+        if sample:
+            lines.append(f"- only {arm} right: " + "; ".join(_quote(x["item"], 80) for x in sample))
+    return lines + [""]
+
+
 def report(data: dict, cfg: ExportMetricsConfig) -> str:
+    base = data.get("base_model", "the base model")
+    margins = {task: cfg.margin(task) for task in TASKS}
     lines = [
         "# minisci results",
         "",
-        "Test scores of the **baseline** (base model as is) and the **adapted** model (continued MLM+NSP",
+        f"Test scores of the **baseline** (base model `{base}` as is) and the **adapted** model (continued",
         "pretraining), each fine-tuned with the same params; the epoch is chosen on dev, test is scored once.",
-        "Differences: adapted − baseline of the mean test score over fine-tuning seeds, with a hierarchical",
+        "An arm's score is the mean ± sd of its test score over fine-tuning seeds (one seed: that seed's score).",
+        "Differences: adapted − baseline of those means, with a hierarchical",
         f"bootstrap ({cfg.bootstrap_resamples} resamples, seed {cfg.seed}): each resample draws the test examples",
         "(shared by every seed and both arms) and the seeds, both with replacement; 95% percentile interval and",
         "two-sided p-value. With one seed this is the paired bootstrap over test examples, and seed-to-seed",
         "variation is not in the interval. Method: `src/minisci/report/bootstrap.py`.",
         "",
-        *_headline_rows(data),
+        f"Verdict: **better** or **worse** when the 95% interval excludes 0; **equivalent within ±m** when two "
+        f"one-sided tests (TOST, the same bootstrap) reject both −m and +m at α = {ALPHA} (the 90% interval lies "
+        f"inside ±m), m declared in params.yaml before the run (export_metrics.equivalence_margin_*: "
+        + ", ".join(f"{TASKS[k].title} ±{100 * v:.1f}" for k, v in margins.items())
+        + "); **inconclusive** otherwise: not significant, and not shown equivalent either. When a run "
+        "compares several datasets, Holm-adjusted p-values stand beside the raw ones.",
         "",
-        "## Details",
+        "Macro-F1 (classification) averages over one fixed class set for both arms: the dataset's labels that "
+        "occur in the test split. A class absent from test has no F1: it is shown as *absent* and left out of "
+        "the average.",
+        "",
+        *_headline_rows(data, margins),
+        "",
+        f"## Power of the design (α = {ALPHA}, {POWER:.0%} power)",
+        "",
+        "Minimum detectable effect: the smallest true difference this many seeds × test examples detects 80% of the "
+        "time, from the observed variances: sqrt(example variance + seed variance / seeds) × (z₀.₉₇₅ + z₀.₈); "
+        "the test-sample part does not shrink with seeds (every seed is scored on the same test set).",
+        "",
+        *_power_rows(data, cfg),
         "",
     ]
+    if data.get("health"):
+        lines += [
+            "## Dataset health",
+            "",
+            "One line per declared dataset, from `data/prepared/<name>/dataset.json` (what `prepare_data` found): "
+            "duplicate = a training row repeated with its label, conflicting = one training text with several "
+            "labels; texts in train = dev/test texts that also occur in train; missing = declared labels "
+            "(classes or entity types) with no example in a split.",
+            "",
+            *_health_rows(data["health"]),
+            "",
+        ]
+    lines += ["## Details", ""]
     for (task, ds), t in data["tasks"].items():
         lines += _detail_rows(task, ds, t)
+    errors = [line for (task, ds), t in data["tasks"].items() for line in _error_rows(task, ds, t)]
+    if errors:
+        lines += ["## Errors", "", *errors]
     p, e = data["pretrain"], data["embeddings"]
     lines += [
         "## Pretraining (held-out pairs)",
@@ -309,7 +595,7 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
         "|---|---|---|---|",
     ]
     for model, name in (
-        ("baseline", "baseline (shipped all-MiniLM-L6-v2)"),
+        ("baseline", f"baseline (`{base}` as shipped)"),
         ("encoder", f"input encoder ({e['encoder_dir']})"),
         ("finetuned", f"fine-tuned ({e['train_pairs']} pairs, in-batch negatives)"),
     ):
@@ -323,32 +609,56 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
 # 5. charts and plot data ----------------------------------------------------------------------------------------
 
 
+def comparison_bars(data: dict) -> list[dict]:
+    """What the comparison chart draws, one entry per dataset: both arms' bars (the seed means that the
+    difference compares) and the label (difference, p, verdict), all from one summary row."""
+    bars = []
+    for (task, ds), t in data["tasks"].items():
+        b = t["bootstrap"]
+        (base, _), (adapt, _) = (arm_score(t, task, arm) for arm in ARMS)
+        what = f"mean of {b['seeds']} seeds" if b["seeds"] > 1 else f"seed {t['arms']['baseline']['seeds'][0]}"
+        bars.append(
+            {
+                "dataset": ds,
+                "task": task,
+                "baseline": 100 * base,
+                "adapted": 100 * adapt,
+                "ci": (100 * b["ci_low"], 100 * b["ci_high"]),
+                "label": f"{100 * b['difference']:+.2f}, p={b['p_value']:.3f}"
+                + (f"\n{b['verdict']}" if b.get("verdict") else ""),
+                "tick": f"{ds}\n{TASKS[task].metric_label}\n({what})",
+            }
+        )
+    return bars
+
+
 def _comparison_chart(plt, data: dict, path: Path) -> None:
-    """Baseline vs adapted per dataset, the 95% interval of the difference drawn on the adapted bar."""
-    tasks = list(data["tasks"].items())
-    fig, ax = plt.subplots(figsize=(2.4 + 1.8 * len(tasks), 3.8))
+    """Baseline vs adapted per dataset (seed means), the 95% interval of the difference drawn on the adapted bar."""
+    bars = comparison_bars(data)
+    fig, ax = plt.subplots(figsize=(2.4 + 1.8 * len(bars), 4.2))
     scores = []
-    for i, ((task, _ds), t) in enumerate(tasks):
-        m, b = TASKS[task].metric, t["bootstrap"]
-        base, adapt = (100 * t["arms"][a]["test"][m] for a in ARMS)
-        scores += [base, adapt]
-        ax.bar(i - 0.2, base, 0.4, color="#9aa5b1", label="baseline" if i == 0 else None)
-        err = [[max(0.0, -100 * b["ci_low"])], [max(0.0, 100 * b["ci_high"])]]
-        ax.bar(i + 0.2, adapt, 0.4, color="#2f6f9f", label="adapted" if i == 0 else None, yerr=err, capsize=4)
+    for i, bar in enumerate(bars):
+        scores += [bar["baseline"], bar["adapted"]]
+        ax.bar(i - 0.2, bar["baseline"], 0.4, color="#9aa5b1", label="baseline" if i == 0 else None)
+        err = [[max(0.0, -bar["ci"][0])], [max(0.0, bar["ci"][1])]]
+        ax.bar(i + 0.2, bar["adapted"], 0.4, color="#2f6f9f", label="adapted" if i == 0 else None, yerr=err, capsize=4)
         ax.annotate(
-            f"{100 * b['difference']:+.2f}\np={b['p_value']:.2f}",
-            (i + 0.2, adapt + err[1][0]),
+            bar["label"],
+            (i + 0.2, bar["adapted"] + err[1][0]),
             xytext=(0, 4),
             textcoords="offset points",
             ha="center",
             fontsize=8,
         )
-    ax.set_xticks(range(len(tasks)), [f"{ds}\n{TASKS[task].metric_label}" for (task, ds), _ in tasks], fontsize=8)
+    ax.set_xticks(range(len(bars)), [bar["tick"] for bar in bars], fontsize=8)
     # A zoomed axis would exaggerate sub-point differences; say the axis does not start at 0.
     low = max(0, 5 * int((min(scores) - 8) // 5))
-    ax.set_ylim(low, min(100, max(scores) + 6))
+    top = max(bar["adapted"] + max(0.0, bar["ci"][1]) for bar in bars)  # the interval and its label fit
+    ax.set_ylim(low, min(105, max(max(scores), top) + 7))
     ax.set_ylabel("test score (%)" + (f", axis from {low}" if low else ""))
-    ax.set_title("baseline vs adapted (bar: 95% CI of the difference)", fontsize=9)
+    ax.set_title(
+        f"baseline ({data.get('base_model', 'base model')}) vs adapted\n(bar: 95% CI of the difference)", fontsize=9
+    )
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -356,15 +666,19 @@ def _comparison_chart(plt, data: dict, path: Path) -> None:
 
 
 def _loss_chart(plt, plots_dir: Path, path: Path) -> None:
-    curves = sorted(plots_dir.glob("**/plots/metrics/loss.tsv"))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for curve in curves:
-        rows = [line.split("\t") for line in curve.read_text().splitlines()[1:]]
+    """Training loss, one axis per training task (pretraining, each fine-tuning task), since their
+    scales differ by an order of magnitude."""
+    groups: dict[str, list[Path]] = {}
+    for curve in sorted(plots_dir.glob("**/plots/metrics/loss.tsv")):
         run = curve.parents[2].relative_to(plots_dir).as_posix()
-        ax = axes[0] if run.startswith("pretrain") else axes[1]
-        ax.plot([int(r[0]) for r in rows], [float(r[-1]) for r in rows], label=run)
-    for ax, title in zip(axes, ("pretraining loss (MLM + NSP)", "fine-tuning loss")):
-        ax.set_title(title)
+        groups.setdefault(run.split("/")[0], []).append(curve)
+    fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(4.2 * max(1, len(groups)), 3.8), squeeze=False)
+    for ax, (group, curves) in zip(axes[0], sorted(groups.items(), key=lambda g: g[0] != "pretrain")):
+        for curve in curves:
+            rows = [line.split("\t") for line in curve.read_text().splitlines()[1:]]
+            label = curve.parents[2].relative_to(plots_dir / group).as_posix()
+            ax.plot([int(r[0]) for r in rows], [float(r[-1]) for r in rows], label=label if label != "." else group)
+        ax.set_title(group.replace("_", " "), fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
         ax.legend(fontsize=7)
@@ -414,10 +728,55 @@ def charts(data: dict, plots_dir: Path, out_dir: Path) -> list[Path]:
 
 
 def per_type_rows(data: dict) -> list[dict]:
-    """Per-type (NER) and per-class test F1 of both arms for a DVC bar plot; one row per bar."""
+    """Per-type (NER) and per-class test F1 of both arms for a DVC bar plot; one row per bar (a class
+    absent from test has no F1 and no bar)."""
     rows = []
     for (task, ds), t in data["tasks"].items():
         for arm, m in t["arms"].items():
             for item, v in m["test"][TASKS[task].breakdown].items():
-                rows.append({"item": f"{ds}/{item} ({arm})", "dataset": ds, "arm": arm, "f1": v["f1"]})
+                if v.get("f1") is not None:
+                    rows.append({"item": f"{ds}/{item} ({arm})", "dataset": ds, "arm": arm, "f1": v["f1"]})
     return rows
+
+
+def write_compare_plots(data: dict, plots_dir: Path, out: Path) -> None:
+    """Plot data at fixed paths that dvc.yaml's top-level plots overlay for both arms, whichever datasets
+    ran: ``<task>/<arm>/<curve>.tsv`` (the training curves of the task's first dataset, the one
+    its stage lists first), ``per_type/<arm>.json`` (test F1 per dataset and type or class) and
+    ``error_kinds/<arm>.json`` (NER error counts per dataset and kind)."""
+    for task, spec in TASKS.items():
+        first = next((ds for (tk, ds) in data["tasks"] if tk == task), None)
+        for arm in ARMS:
+            for curve in spec.curves:
+                src = plots_dir / spec.stage / str(first) / arm / "plots" / "metrics" / f"{curve}.tsv"
+                dst = out / task / arm / f"{curve}.tsv"
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                # a task that did not run gets a header only, so the declared plot stays valid
+                dst.write_text(src.read_text() if first and src.is_file() else f"step\t{curve}\n")
+    for arm in ARMS:
+        per_type = [
+            {"item": f"{ds}/{item}", "f1": v["f1"]}
+            for (task, ds), t in data["tasks"].items()
+            for item, v in t["arms"][arm]["test"][TASKS[task].breakdown].items()
+            if v.get("f1") is not None
+        ]
+        kinds = [
+            {"item": f"{ds}/{kind.replace('_', ' ')}", "count": t["errors"][arm]["kinds"][kind]}
+            for (task, ds), t in data["tasks"].items()
+            if task == "ner" and t.get("errors")
+            for kind in NER_KINDS
+        ]
+        for name, rows in (("per_type", per_type), ("error_kinds", kinds)):
+            (out / name).mkdir(parents=True, exist_ok=True)
+            (out / name / f"{arm}.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+
+def write_predictions(data: dict, out: Path) -> list[Path]:
+    """Word-level CoNLL test predictions (token gold predicted) of each NER arm's saved model."""
+    written = []
+    for (_task, ds), t in data["tasks"].items():
+        for arm, text in (t.get("conll") or {}).items():
+            written.append(out / ds / f"{arm}.conll")
+            written[-1].parent.mkdir(parents=True, exist_ok=True)
+            written[-1].write_text(text, encoding="utf-8")
+    return written

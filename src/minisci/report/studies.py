@@ -34,6 +34,7 @@ import os
 import shlex
 import subprocess
 import sys
+import textwrap
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -666,6 +667,12 @@ def _save(plt, fig, path: Path) -> None:
     plt.close(fig)
 
 
+def _title(ax, text: str, width: float) -> None:
+    """A panel title wrapped to the panel's width (``width`` inches; ~12 characters an inch at 8 pt),
+    so that neighbouring titles neither overlap nor run off the figure."""
+    ax.set_title(textwrap.fill(text, max(20, int(12 * width))), fontsize=8)
+
+
 def _panels(plt, n: int, width: float, height: float, columns: int = 4):
     """A figure with ``n`` panels in rows of at most ``columns``; unused panels hidden."""
     cols = min(n, columns)
@@ -709,7 +716,7 @@ def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | N
         ys = [100 * x for k in ("a", "b") for x in r[k]["per_seed"]["precision"]]
         ax.set_ylim(min(ys) - 1, max(ys) + 1)
         ax.set_xlim(lo, hi)
-        ax.set_title(r["title"], fontsize=8)
+        _title(ax, r["title"], 4.2)
         ax.set_xlabel("recall (%)")
         ax.set_ylabel("precision (%)")
         ax.legend(fontsize=7)
@@ -736,7 +743,7 @@ def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | N
             ax.set_xticks(x, r["types"], fontsize=8)
             ax.set_ylabel("test F1 (%)")
             ax.set_ylim(0, 100)
-            ax.set_title(r["title"], fontsize=8)
+            _title(ax, r["title"], 5)
             ax.legend(fontsize=7, loc="lower center", ncol=2)  # below the published markers
         _save(plt, fig, written[-1])
     for curve in (curves or {}).values():
@@ -752,7 +759,7 @@ def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | N
         ax.axhline(0, color="0.6", lw=0.8)
         ax.set_xlabel(curve.x_label)
         ax.set_ylabel("Δ test F1 (points, 95% CI)")
-        ax.set_title(curve.title, fontsize=8)
+        _title(ax, curve.title, 5)
         _save(plt, fig, written[-1])
     return written
 
