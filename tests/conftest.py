@@ -166,6 +166,7 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
         shutil.copy(REPO / name, root / name)
     for name in ("stages", "src"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(REPO / "plots" / "template", root / "plots" / "template")  # dvc.yaml's plot templates
     (root / "data").mkdir()
     fixture_manifest(root / "data" / "manifest.tsv")
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides), sort_keys=False))

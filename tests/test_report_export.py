@@ -300,3 +300,30 @@ def test_loss_chart_has_one_axis_per_task(run_data, tmp_path, monkeypatch):
     export._loss_chart(plt, root / "plots", tmp_path / "loss.png")
     titles = [ax.get_title() for ax in figures[0].axes]
     assert titles == ["pretrain", "finetune ner"]
+
+
+@pytest.mark.slow
+def test_tiny_pipeline_conll_gives_the_stage_f1_and_plots_overlay_the_arms(tiny_repro):
+    """The real stages: export_metrics' CoNLL file of each NER arm, read back, scores the F1 that the
+    fine-tuning stage wrote, and `dvc plots show` draws the top-level overlays."""
+    import subprocess
+
+    from seqeval.metrics import f1_score
+    from seqeval.scheme import IOB2
+
+    for arm in ("baseline", "adapted"):
+        stage = json.loads((tiny_repro / f"metrics/finetune_ner/bc5cdr/{arm}.json").read_text())
+        gold, pred = read_conll_predictions((tiny_repro / f"data/predictions/bc5cdr/{arm}.conll").read_text())
+        assert round(f1_score(gold, pred, mode="strict", scheme=IOB2), 4) == stage["test"]["f1"]
+    text = (tiny_repro / "metrics/report.md").read_text()
+    assert "| verdict |" in text and "## Errors" in text and "## Dataset health" in text
+    shown = json.loads(
+        subprocess.run(
+            ["dvc", "plots", "show", "--json"], cwd=tiny_repro, capture_output=True, text=True, check=True
+        ).stdout
+    )["data"]
+    for title in ("NER dev F1, first dataset (baseline vs adapted)", "NER error kinds (baseline vs adapted)"):
+        names = {v["filename"] for v in shown[title][0]["content"]["data"]["values"]}
+        assert len(names) == 2 and {"baseline", "adapted"} == {
+            a for a in ("baseline", "adapted") for n in names if a in n
+        }
