@@ -376,16 +376,18 @@ def _power_rows(data: dict, cfg: ExportMetricsConfig) -> list[str]:
             need_cell = str(need)
         lines.append(
             f"| {ds} | ±{100 * m:.1f} | {b.get('p_equivalence', float('nan')):.3f} | {100 * b['mde']:.2f} | "
-            f"{b['seeds']} seeds × {b['examples']:,} test examples | {need_cell} |"
+            f"{b['seeds']} seed{'s' if b['seeds'] > 1 else ''} × {b['examples']:,} test examples | {need_cell} |"
         )
         if not b.get("margin_reachable", True):
-            more = (
-                f"; {need} seeds would"
-                if need
-                else "; no number of seeds would on this test set (more test examples would)"
-            )
+            if b.get("seed_var") is None:
+                more = "; with one seed the seed variance, and so the seeds needed, is unknown"
+            elif need is None:
+                more = "; no number of seeds would on this test set (more test examples would)"
+            else:
+                more = f"; {need} seeds would"
+            seeds = f"{b['seeds']} seed{'s' if b['seeds'] > 1 else ''}"
             notes.append(
-                f"- **{ds}**: {b['seeds']} seeds cannot reach the declared margin ±{100 * m:.1f}: the smallest "
+                f"- **{ds}**: {seeds} cannot reach the declared margin ±{100 * m:.1f}: the smallest "
                 f"difference this design detects (80% power) is {100 * b['mde']:.2f}{more}. The seeds were not changed."
             )
     return lines + ([""] + notes if notes else [])
