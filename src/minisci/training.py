@@ -1,5 +1,7 @@
 """What every training stage shares: the one place that builds ``TrainingArguments``, precision
-choice, checkpoint bookkeeping for resume, and writing training curves with DVCLive."""
+choice, the checks at model load (lengths against positions, the tokenizer's maximum length, the
+[UNK] rate, weights that start random), checkpoint bookkeeping for resume, and writing training
+curves with DVCLive."""
 
 from __future__ import annotations
 

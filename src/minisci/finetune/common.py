@@ -206,7 +206,7 @@ def build_trainer(
     work_dir: str | Path,
     *,
     callbacks: list | None = None,
-    trainer_cls: type = None,
+    trainer_cls: type | None = None,
     **arguments,
 ):
     """The fine-tuning Trainer of a task config ``cfg`` (batch size, learning rate, weight decay,
