@@ -9,9 +9,10 @@ citation intent (``data/prepared/scicite``) with the finetune_classification one
 (``dvc repro prepare_data``), same features (NER: minisci's word-piece windows, labels on each word's
 first piece; citations: texts truncated at max_length), same initial weights per seed, same number of
 optimizer steps and the same hyperparameters from --params. Peer: the stock ``Trainer`` with stock
-``TrainingArguments`` (random batches, each padded to its longest by the stock collator). Ours: what
-``minisci.finetune.common.fit_and_select`` builds (``training_arguments``: length-grouped batches;
-``WeightedLossTrainer``), without its per-epoch dev selection so both sides stop at --steps. Prints
+``TrainingArguments`` (random batches, each padded to its longest by the stock collator). Ours: the
+stage's own trainer, built by ``minisci.finetune.common.build_trainer`` (``training_arguments``:
+length-grouped batches; ``WeightedLossTrainer``), without the stage's per-epoch dev selection so both
+sides stop at --steps. Prints
 real (non-padding) word pieces per second, the time to --steps, and both sides' dev score after them
 (NER: seqeval F1; citations: macro-F1, the stage's selection score). NER trains a softmax
 token-classification head whatever ``finetune_ner.crf`` says: the stock ``Trainer`` has no CRF head to
@@ -69,10 +70,10 @@ from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, load
 from minisci.data.readers import load_prepared
 from minisci.errors import ConfigError
 from minisci.finetune import classification, ner
-from minisci.finetune.common import WeightedLossTrainer, class_weights
+from minisci.finetune.common import WeightedLossTrainer, build_trainer, class_weights
 from minisci.serve.models import read_config
 from minisci.stage import run_stage
-from minisci.training import resolve_precision, training_arguments
+from minisci.training import resolve_precision
 
 
 class EmulatedBf16Gemms(TorchDispatchMode):
@@ -244,27 +245,24 @@ def minisci_trainer(
     trainer_cls=WeightedLossTrainer,
     **arguments,
 ):
-    """The trainer ``fit_and_select`` builds, stopping after ``steps``. ``emulated_bf16``: bf16 autocast
-    on a CPU without native bf16, which ``training_arguments`` (rightly) refuses for a stage's run;
-    ``arguments``: ``training_arguments``' own (``group_by_length=False``: random batches); ``trainer_cls``:
-    a subclass of ours (:class:`ShuffledGroupsTrainer`)."""
-    precision = "fp32" if emulated_bf16 else cfg.precision
-    args = training_arguments(
+    """The stage's own trainer (``build_trainer``, which ``fit_and_select`` calls), stopping after ``steps``.
+    ``emulated_bf16``: bf16 autocast on a CPU without native bf16, which ``training_arguments`` (rightly)
+    refuses for a stage's run; ``arguments``: ``training_arguments``' own (``group_by_length=False``: random
+    batches); ``trainer_cls``: a subclass of ours (:class:`ShuffledGroupsTrainer`)."""
+    if emulated_bf16:
+        cfg, arguments = dataclasses.replace(cfg, precision="fp32"), {**arguments, "bf16": True}
+    return build_trainer(
+        model,
+        tokenizer,
+        ds,
+        work.collator(tokenizer),
+        work.weights,
+        cfg,
+        seed,
         out,
-        seed=seed,
-        batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
-        weight_decay=cfg.weight_decay,
-        precision=precision,
+        trainer_cls=trainer_cls,
         max_steps=steps,
-        warmup=cfg.warmup_ratio,
-        logging_steps=cfg.logging_steps,
-        eval_batch_size=cfg.eval_batch_size,
-        **({"bf16": True} if emulated_bf16 else {}),
         **arguments,
-    )
-    return trainer_cls(
-        model=model, args=args, train_dataset=ds, data_collator=work.collator(tokenizer), class_weights=work.weights
     )
 
 

@@ -8,8 +8,9 @@ Usage: python stages/finetune_classification.py --data data/prepared/scicite --m
            --plots plots/finetune_classification/scicite/adapted \\
            --checkpoints models/finetune_checkpoints/classification/scicite/adapted
 
-A checkpoint is written at every epoch end into --checkpoints (a DVC ``persist`` output); an
-interrupted run resumes from the newest complete one of the same params, data, base model and code.
+A checkpoint is written at every epoch end into --checkpoints (kept across runs, outside DVC's
+outputs); an interrupted run resumes from the newest complete one of the same params, data, base
+model and code, and a finished one is restored from its last, not trained further.
 """
 
 from __future__ import annotations

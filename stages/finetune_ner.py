@@ -5,8 +5,9 @@ Usage: python stages/finetune_ner.py --data data/prepared/bc5cdr --model models/
            --out models/finetune_ner/bc5cdr/adapted --metrics metrics/finetune_ner/bc5cdr/adapted.json \\
            --plots plots/finetune_ner/bc5cdr/adapted --checkpoints models/finetune_checkpoints/ner/bc5cdr/adapted
 
-A checkpoint is written at every epoch end into --checkpoints (a DVC ``persist`` output); an
-interrupted run resumes from the newest complete one of the same params, data, base model and code.
+A checkpoint is written at every epoch end into --checkpoints (kept across runs, outside DVC's
+outputs); an interrupted run resumes from the newest complete one of the same params, data, base
+model and code, and a finished one is restored from its last, not trained further.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Usage: python stages/pretrain.py --pairs data/pairs --out models/adapted \\
            --checkpoints models/pretrain_checkpoints --metrics metrics/pretrain.json --plots plots/pretrain
 
-Resumes from the newest complete checkpoint of the same configuration in --checkpoints (a DVC
-``persist`` output). Force a fresh start with ``rm -rf models/pretrain_checkpoints``.
+Resumes from the newest complete checkpoint of the same configuration in --checkpoints (kept
+across runs, outside DVC's outputs); a checkpoint at the final step gives the model without further
+training, so a forced rerun is the same run. Force a fresh start with ``rm -rf models/pretrain_checkpoints``.
 Runs unchanged under ``torchrun --nproc_per_node N stages/pretrain.py ...`` (DDP).
 """
 

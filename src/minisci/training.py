@@ -1,5 +1,7 @@
 """What every training stage shares: the one place that builds ``TrainingArguments``, precision
-choice, checkpoint bookkeeping for resume, and writing training curves with DVCLive."""
+choice, the checks at model load (lengths against positions, the tokenizer's maximum length, the
+[UNK] rate, weights that start random), checkpoint bookkeeping for resume, and writing training
+curves with DVCLive."""
 
 from __future__ import annotations
 
@@ -138,11 +140,19 @@ def training_arguments(
 
 class _OneLineLoadReport(logging.Filter):
     """transformers' LOAD REPORT (a table of every missing or unexpected weight, expected here: the
-    heads a stage trains are new, the pretraining heads are dropped) cut to its first line and counts."""
+    heads a stage trains are new, the pretraining heads are dropped): cut to its first line and
+    counts on a terminal, dropped from a log file, where :func:`report_random_init` has already said
+    what matters in one line."""
+
+    def __init__(self, terminal: bool):
+        super().__init__()
+        self.terminal = terminal
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if "LOAD REPORT" in message:
+            if not self.terminal:
+                return False
             lines = message.splitlines()
             counts = {s: sum(f"| {s}" in line for line in lines) for s in ("MISSING", "UNEXPECTED", "MISMATCH")}
             record.msg = lines[0] + " (" + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n) + " keys)"
@@ -151,12 +161,137 @@ class _OneLineLoadReport(logging.Filter):
 
 
 def quiet_load_reports() -> None:
-    """Model loading reports as one line each, on every handler of transformers' logger (idempotent)."""
+    """Model loading reports as one line each, on every handler of transformers' logger, and when
+    stderr is not a terminal (a stage's log file, CI) no report and no "Loading weights" bars at
+    all (idempotent)."""
     from transformers.utils import logging as hf_logging
 
+    terminal = sys.stderr.isatty()
     for handler in hf_logging.get_logger().handlers:
         if not any(isinstance(f, _OneLineLoadReport) for f in handler.filters):
-            handler.addFilter(_OneLineLoadReport())
+            handler.addFilter(_OneLineLoadReport(terminal))
+    if not terminal:
+        hf_logging.disable_progress_bar()
+
+
+# Checks at model load, shared by every stage: lengths against positions, the tokenizer's maximum
+# length, the [UNK] rate of the training text, and weights that start random.
+
+# Model types whose position ids start after the padding index (fairseq's convention): their first
+# pad_token_id + 1 positions are never used for tokens.
+POSITIONS_AFTER_PADDING = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text"})
+UNK_SAMPLE_WORDS = 20_000  # enough for a rate to 0.1%, a fraction of a second to tokenise
+UNK_WARN_RATE = 0.01  # above this, the tokenizer probably does not fit the text (casing, script)
+
+
+def usable_positions(config) -> int | None:
+    """How many tokens (specials included) one sequence of this model may hold, or None where
+    the config has no absolute position limit."""
+    n = getattr(config, "max_position_embeddings", None)
+    if not isinstance(n, int) or n <= 0:
+        return None
+    if config.model_type in POSITIONS_AFTER_PADDING:
+        n -= (config.pad_token_id or 0) + 1
+    return n
+
+
+def check_at_load(config, tokenizer, lengths: dict[str, int], model: object) -> None:
+    """The checks every stage makes once its model's config and tokenizer are loaded, before any
+    work: :func:`check_lengths`, then :func:`fit_tokenizer_length`."""
+    check_lengths(config, lengths, model)
+    fit_tokenizer_length(tokenizer, config)
+
+
+def check_lengths(config, lengths: dict[str, int], model: object) -> None:
+    """Every length parameter (``section.key`` -> value) fits the model's positions; otherwise one
+    line that names the parameter (the model would fail mid-run with a tensor-size traceback)."""
+    from minisci.errors import ConfigError
+
+    positions = usable_positions(config)
+    for name, value in lengths.items():
+        if positions is not None and value > positions:
+            raise ConfigError(
+                f"{name} {value} exceeds the model's {positions} positions ({model}); "
+                f"set {name} to {positions} or less, or use a model with more positions"
+            )
+
+
+def fit_tokenizer_length(tokenizer, config) -> None:
+    """A tokenizer without ``model_max_length`` (normal for one built with the ``tokenizers``
+    library: transformers then stores a huge sentinel) takes the model's positions, so that what
+    is saved beside the model truncates and windows long texts correctly."""
+    positions = usable_positions(config)
+    if positions is not None and tokenizer.model_max_length > 1_000_000_000:
+        tokenizer.model_max_length = positions
+
+
+def unk_rate(tokenizer, texts: list[str], sample_words: int = UNK_SAMPLE_WORDS) -> float:
+    """The share of words (whitespace-separated) that the tokenizer turns into its unknown token
+    (or into nothing), over up to ``sample_words`` words from texts spread evenly over ``texts``."""
+    unk = tokenizer.unk_token_id
+    step = max(1, len(texts) * 20 // sample_words)  # ~20 words a text: the sample spans the whole set
+    words = [w for t in texts[::step] for w in t.split()][:sample_words]
+    if not words:
+        return 0.0
+    pieces = tokenizer(words, add_special_tokens=False)["input_ids"]
+    return round(sum(not p or unk in p for p in pieces) / len(words), 4)
+
+
+def check_unk_rate(tokenizer, texts: list[str], where: str) -> float:
+    """:func:`unk_rate`, with a one-line warning above :data:`UNK_WARN_RATE`."""
+    rate = unk_rate(tokenizer, texts)
+    if rate > UNK_WARN_RATE:
+        print(
+            f"warning: {where}: {rate:.1%} of the words in a sample of the training text become "
+            f"{tokenizer.unk_token}; does the tokenizer fit the text (lower-casing, do_lower_case, script)?",
+            file=sys.stderr,
+            flush=True,
+        )
+    return rate
+
+
+def random_tensors(model, missing: list[str]) -> list[str]:
+    """Of the weights a checkpoint lacked (``missing``), those that really start random: a weight tied
+    to a loaded one (an MLM decoder tied to the word embeddings) is not, and two missing weights tied
+    together are one tensor."""
+    loaded, seen, out = set(), set(), []
+    tensors = dict(model.named_parameters(remove_duplicate=False))
+    tensors.update(model.named_buffers(remove_duplicate=False))
+    missing_set = set(missing)
+    for name, t in tensors.items():
+        if name not in missing_set:
+            loaded.add(t.data_ptr())
+    for name in sorted(missing):
+        ptr = tensors[name].data_ptr() if name in tensors else None
+        if ptr is not None and (ptr in loaded or ptr in seen):
+            continue
+        seen.add(ptr)
+        out.append(name)
+    return out
+
+
+def report_random_init(model, missing: list[str], where: str, source: object) -> None:
+    """One line naming the weights of ``model`` that ``source`` lacked and that start random, grouped
+    by module with how many tensors each. New heads are expected (stdout); encoder parts such as a
+    pooler that a head reads are not (a warning on stderr)."""
+    missing = random_tensors(model, missing)
+    if not missing:
+        return
+    modules: dict[str, int] = {}
+    for name in missing:
+        module = name.rsplit(".", 1)[0] if "." in name else name
+        modules[module] = modules.get(module, 0) + 1
+    listed = ", ".join(f"{m} ({n})" for m, n in modules.items())
+    inside = [n for n in missing if n.startswith(model.base_model_prefix + ".")]
+    if inside:
+        print(
+            f"warning: {where}: {len(missing)} tensors are not in {source} and start random, "
+            f"{len(inside)} of them in the encoder: {listed}",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        print(f"{where}: {len(missing)} tensors are not in {source} and start random: {listed}", flush=True)
 
 
 def live_callback(live_dir: str | Path):
@@ -258,17 +393,19 @@ def _is_whole_zip(path: Path) -> bool:
 def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | None:
     """The newest *complete* checkpoint of this very run, or None.
 
-    Checkpoints of a run with other params or data are deleted (DVC keeps this directory across
-    runs as a ``persist`` output, so a params change must not resume a stale run); an unreadable
-    fingerprint counts as another run's. A newer checkpoint that is incomplete or corrupt (see
+    Checkpoints of a run with other params, data or code are deleted (the directory is kept across
+    runs, so a params change must not resume a stale run); an unreadable fingerprint counts as
+    another run's. A newer checkpoint that is incomplete or corrupt (see
     :func:`checkpoint_problem`) is deleted with a warning and the previous one is resumed, so the
     Trainer never meets it again when it saves that step anew.
     """
     ckpt_dir = Path(ckpt_dir)
     stamp = ckpt_dir / FINGERPRINT
     if ckpt_dir.exists() and _read_fingerprint(stamp) != run_fingerprint:
+        stale = any(ckpt_dir.glob(f"{CHECKPOINT_PREFIX}*"))
         shutil.rmtree(ckpt_dir)
-        print(f"{ckpt_dir}: checkpoints belong to another configuration; starting fresh")
+        if stale:
+            print(f"{ckpt_dir}: checkpoints belong to another configuration; starting fresh")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     write_json(stamp, {"fingerprint": run_fingerprint})
     candidates = [p for p in ckpt_dir.glob(f"{CHECKPOINT_PREFIX}*") if p.name[len(CHECKPOINT_PREFIX) :].isdigit()]
@@ -279,6 +416,28 @@ def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | N
         print(f"warning: {checkpoint}: {problem}; deleting it and resuming from an earlier one", file=sys.stderr)
         shutil.rmtree(checkpoint)
     return None
+
+
+def is_final(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` (a complete one) was saved at its run's last optimizer step."""
+    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    return 0 < state.get("max_steps", 0) <= state.get("global_step", 0)
+
+
+def train_or_restore(trainer, resume: Path | None) -> float:
+    """``trainer.train()``, resumed from ``resume``; but a checkpoint at the run's final step is
+    restored (its weights and trainer state) without training: resuming there, the Trainer would
+    take one step past the end, and a rerun of a finished run would no longer be the same run.
+    Returns the seconds spent training in this call (0 when restored)."""
+    if resume is not None and is_final(resume):
+        from transformers import TrainerState
+
+        print(f"{resume} is the run's final step: the model is taken from it, not trained further", flush=True)
+        trainer._load_from_checkpoint(str(resume))  # what train() itself does to resume: sharded, safetensors
+        trainer.state = TrainerState.load_from_json(str(resume / "trainer_state.json"))
+        return 0.0
+    out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    return out.metrics.get("train_runtime", 0.0)
 
 
 def _is_curves_dir(path: Path) -> bool:

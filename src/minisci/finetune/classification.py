@@ -19,6 +19,7 @@ from minisci.finetune.common import (
     class_weights,
     fit_and_select,
     load_metric,
+    load_task_model,
     run_seeds,
     sorted_logits,
 )
@@ -64,14 +65,13 @@ def train_one_seed(
     splits = data.splits
     id2label = dict(enumerate(data.labels))
     label2id = {l: i for i, l in id2label.items()}
-    model = AutoModelForSequenceClassification.from_pretrained(
+    model = load_task_model(
+        AutoModelForSequenceClassification,
         model_dir,
+        "finetune_classification",
         num_labels=len(id2label),
         id2label=id2label,
         label2id=label2id,
-        use_safetensors=True,
-        local_files_only=True,
-        trust_remote_code=False,
     )
     train_ds = datasets.Dataset.from_list(encode(splits["train"], tokenizer, label2id, cfg.max_length))
     weights = class_weights([e.label for e in splits["train"]], list(data.labels), cfg.loss, cfg.beta)

@@ -29,10 +29,15 @@ from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
 from minisci.training import (
+    check_at_load,
+    check_unk_rate,
     checkpoint_to_resume,
     fingerprint,
     live_callback,
+    quiet_load_reports,
+    report_random_init,
     run_environment,
+    train_or_restore,
     training_arguments,
     write_curves,
 )
@@ -129,11 +134,12 @@ class DevSelection(TrainerCallback):
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         control.should_save = True  # the Trainer checkpoints right after this callback
-        if round(state.epoch) < self.delay and state.global_step < state.max_steps:
-            print(f"epoch {round(state.epoch)}: dev not scored (eval_delay {self.delay})", flush=True)
+        epoch = round(state.epoch)
+        if epoch < self.delay and state.global_step < state.max_steps:
+            print(f"epoch {epoch}: dev not scored (eval_delay {self.delay})", flush=True)
             return
         metrics = self.evaluate(model)
-        entry = {"epoch": round(state.epoch), "step": state.global_step, **metrics}
+        entry = {"epoch": epoch, "step": state.global_step, **metrics}
         self.history.append(entry)
         state.log_history.append(
             {"step": state.global_step, **{f"dev_{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}}
@@ -189,6 +195,52 @@ def run_fingerprint(cfg, seed: int, model_dir: str | Path, data: object) -> str:
     return fingerprint(dataclasses.asdict(cfg), seed, weights, data)
 
 
+def build_trainer(
+    model,
+    tokenizer,
+    train_ds,
+    collator,
+    class_weights: list[float] | None,
+    cfg,
+    seed: int,
+    work_dir: str | Path,
+    *,
+    callbacks: list | None = None,
+    trainer_cls: type | None = None,
+    **arguments,
+):
+    """The fine-tuning Trainer of a task config ``cfg`` (batch size, learning rate, weight decay,
+    precision, epochs, warm-up, logging): a :class:`WeightedLossTrainer` (or ``trainer_cls``, a
+    subclass) on ``training_arguments``. ``arguments`` set or override those arguments (the
+    benchmark's ``max_steps``, ``group_by_length``). The stage's :func:`fit_and_select` and the
+    fine-tuning benchmark both build their trainer here, so the benchmark measures the stage's."""
+    args = training_arguments(
+        work_dir,
+        **{
+            "seed": seed,
+            "batch_size": cfg.batch_size,
+            "learning_rate": cfg.learning_rate,
+            "weight_decay": cfg.weight_decay,
+            "precision": cfg.precision,
+            "epochs": cfg.epochs,
+            "warmup": cfg.warmup_ratio,
+            "logging_steps": cfg.logging_steps,
+            "eval_batch_size": cfg.eval_batch_size,
+            "save_total_limit": 1,
+            **arguments,
+        },
+    )
+    return (trainer_cls or WeightedLossTrainer)(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        processing_class=tokenizer,
+        data_collator=collator,
+        class_weights=class_weights,
+        callbacks=callbacks,
+    )
+
+
 def fit_and_select(
     model,
     tokenizer,
@@ -206,30 +258,11 @@ def fit_and_select(
     """Fine-tune ``model`` with dev selection at every epoch end (``score_dev(model) -> metrics``, best by
     ``key``), resuming from the newest complete epoch checkpoint of this very run in ``work_dir``
     (checkpoints of other params, data, base model or code are discarded; ``data`` is what identifies
-    the data). Loads the best epoch's weights into ``model``; returns that epoch, the dev history and
-    the Trainer's log history."""
+    the data; a checkpoint at the final step is restored, not trained further). Loads the best epoch's
+    weights into ``model``; returns that epoch, the dev history and the Trainer's log history."""
     selection = DevSelection(score_dev, key=key, state_dir=work_dir, delay=cfg.eval_delay)
-    args = training_arguments(
-        work_dir,
-        seed=seed,
-        batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
-        weight_decay=cfg.weight_decay,
-        precision=cfg.precision,
-        epochs=cfg.epochs,
-        warmup=cfg.warmup_ratio,
-        logging_steps=cfg.logging_steps,
-        eval_batch_size=cfg.eval_batch_size,
-        save_total_limit=1,
-    )
-    trainer = WeightedLossTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_ds,
-        processing_class=tokenizer,
-        data_collator=collator,
-        class_weights=class_weights,
-        callbacks=[selection],
+    trainer = build_trainer(
+        model, tokenizer, train_ds, collator, class_weights, cfg, seed, work_dir, callbacks=[selection]
     )
     resume = checkpoint_to_resume(work_dir, run_fingerprint(cfg, seed, model_dir, data))
     step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
@@ -237,8 +270,30 @@ def fit_and_select(
     if resume is not None:
         print(f"resuming from {resume}", flush=True)
     trainer.add_callback(live_callback(work_dir / "live"))  # after the resume check, which may clear work_dir
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    train_or_restore(trainer, resume)
     return selection.restore(model), selection.history, trainer.state.log_history
+
+
+def load_task_model(model_cls, model_dir: str | Path, where: str, **config):
+    """``model_cls`` (a task head class) from the encoder in ``model_dir`` with ``config`` overrides,
+    safetensors only, no remote code; the weights that start random named in one line (instead of
+    transformers' load report)."""
+    quiet_load_reports()
+    model, info = model_cls.from_pretrained(
+        model_dir,
+        use_safetensors=True,
+        local_files_only=True,
+        trust_remote_code=False,
+        output_loading_info=True,
+        **config,
+    )
+    report_random_init(model, info["missing_keys"], where, model_dir)
+    return model
+
+
+def training_words(data) -> list[str]:
+    """The training examples as whitespace-separated text: an NER sentence's words, or a text."""
+    return [ex.text if hasattr(ex, "text") else " ".join(ex.tokens) for ex in data.splits["train"]]
 
 
 def stage_arguments(description: str) -> argparse.ArgumentParser:
@@ -350,14 +405,19 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
     """Fine-tune once per seed of ``cfg.seeds`` (each resumable in ``work_dir/seed<N>``); metrics of
     the first seed as the headline, every seed's in ``per_seed`` and ``test_over_seeds``, and every
     seed's test predictions in the rows (``preds``) for the seed-aware bootstrap."""
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     start = time.perf_counter()
+    quiet_load_reports()
     # 1. data: the training subset is drawn once, from the first seed, so every seed sees the same data
     data = dataclasses.replace(
         data, splits={**data.splits, "train": subsample(data.splits["train"], cfg.max_train_examples, cfg.seeds[0])}
     )
+    section = f"finetune_{task.name}"
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    config = AutoConfig.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    check_at_load(config, tokenizer, {f"{section}.max_length": cfg.max_length}, model_dir)
+    unk = check_unk_rate(tokenizer, training_words(data), section)
     # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
     runs = {
         seed: task.train_one_seed(Path(model_dir), tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
@@ -370,6 +430,7 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
         "labels": head.get("labels", data.labels),
         "seeds": list(cfg.seeds),
         **task.describe(data, cfg, tokenizer),
+        "unk_rate": unk,
         **{k: v for k, v in head.items() if k != "labels"},
     }
     # 4. every seed, when there are several

@@ -16,7 +16,7 @@ from minisci.config import FinetuneEmbeddingsConfig
 from minisci.data.readers import POOLS, load_pool, read_documents
 from minisci.encoding import embed, load_encoder
 from minisci.errors import MinisciError
-from minisci.training import run_environment, training_arguments
+from minisci.training import check_lengths, quiet_load_reports, run_environment, training_arguments
 
 
 def title_abstract_pairs(raw_dir: str | Path, documents: str | Path) -> list[dict]:
@@ -105,8 +105,25 @@ def train_embeddings(model_dir: str | Path, train: list[dict], cfg: FinetuneEmbe
     return model, trainer.state.log_history
 
 
+def check_encoder_lengths(encoder_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig) -> None:
+    """The lengths against each model's positions, before any work: the encoder trains at
+    ``max_length`` and is scored at ``eval_max_length``, the baseline is only scored."""
+    from transformers import AutoConfig
+
+    quiet_load_reports()
+    lengths = {
+        "finetune_embeddings.max_length": cfg.max_length,
+        "finetune_embeddings.eval_max_length": cfg.eval_max_length,
+    }
+    for model_dir, keys in ((encoder_dir, lengths), (baseline_dir, {k: v for k, v in lengths.items() if "eval" in k})):
+        check_lengths(
+            AutoConfig.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False), keys, model_dir
+        )
+
+
 def run_finetune_embeddings(raw_dir, documents, encoder_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig, work_dir):
     start = time.perf_counter()
+    check_encoder_lengths(encoder_dir, baseline_dir, cfg)
     # 1. pairs mined from the corpus; 2. held-out split
     train, held = split_pairs(title_abstract_pairs(raw_dir, documents), cfg)
     # 3. contrastive fine-tuning

@@ -27,6 +27,7 @@ from minisci.finetune.common import (
     class_weights,
     fit_and_select,
     load_metric,
+    load_task_model,
     run_seeds,
     sorted_logits,
 )
@@ -163,14 +164,13 @@ def train_one_seed(
     splits, labels = data.splits, label_list(data.labels)
     id2label = dict(enumerate(labels))
     model_cls = BertCrfForTokenClassification if cfg.crf else AutoModelForTokenClassification
-    model = model_cls.from_pretrained(
+    model = load_task_model(
+        model_cls,
         model_dir,
+        "finetune_ner",
         num_labels=len(labels),
         id2label=id2label,
         label2id={l: i for i, l in id2label.items()},
-        use_safetensors=True,
-        local_files_only=True,
-        trust_remote_code=False,
     )
     train_feats = [
         {"input_ids": f["input_ids"], "labels": f["labels"]}

@@ -33,7 +33,17 @@ from minisci.io import iter_jsonl, sha256_file
 from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.pretrain.vocab import add_tokens, init_new_embeddings, plan_extension
-from minisci.training import checkpoint_to_resume, fingerprint, live_callback, run_environment, training_arguments
+from minisci.training import (
+    check_at_load,
+    check_unk_rate,
+    checkpoint_to_resume,
+    fingerprint,
+    live_callback,
+    report_random_init,
+    run_environment,
+    train_or_restore,
+    training_arguments,
+)
 
 HEAD_PREFIX = "cls."  # BertForPreTraining's MLM transform and NSP classifier
 NSP_ONLY_PREFIXES = ("cls.seq_relationship.", "bert.pooler.")  # parameters only the NSP loss trains
@@ -265,8 +275,12 @@ def run_pretraining(
     train_ds = tokenize_pairs(train_rows, tokenizer, cfg.max_seq_length)
     held_ds = tokenize_pairs(read_pairs(pairs_dir / "heldout.jsonl"), tokenizer, cfg.max_seq_length)
 
-    # 2. model; checkpoints of this exact configuration only
+    # 2. model, checked against the lengths and the text; checkpoints of this exact configuration only
     model, random_heads = load_pretraining_model(model_cfg, base_vocab_size, cfg.seed)
+    check_at_load(model.config, tokenizer, {"pretrain.max_seq_length": cfg.max_seq_length}, model_cfg.base)
+    unk = check_unk_rate(tokenizer, [text for r in train_rows for text in (r["a"], r["b"])], "pretrain")
+    if model_cfg.base != "scratch":  # a scratch model is random throughout, by definition
+        report_random_init(model, random_heads, "pretrain", model_cfg.base)
     if new_ids:
         init_new_embeddings(model, new_ids, plan, len(tokenizer))
     if not cfg.nsp:
@@ -303,12 +317,11 @@ def run_pretraining(
     tokens_at_resume = (
         json.loads((resume / "trainer_state.json").read_text()).get("num_input_tokens_seen", 0) if resume else 0
     )
-    train_out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    train_seconds = train_or_restore(trainer, resume)  # a finished run's final checkpoint: no further step
 
     # 5. the adapted model
     after = evaluate_pretraining(trainer.model, held_ds, tokenizer, cfg)
     state = trainer.state
-    train_seconds = train_out.metrics.get("train_runtime", 0.0)
     metrics = {
         "before": before,
         "after": after,
@@ -326,6 +339,7 @@ def run_pretraining(
             "world_size": args.world_size,
             "random_head_weights": len(random_heads),
         },
+        "unk_rate": unk,
         "environment": run_environment(cfg.precision),
         "wall_seconds": round(time.perf_counter() - start, 1),
     }

@@ -1,0 +1,86 @@
+"""A rerun is the same run: a training stage that finds a complete checkpoint at its final step
+(a forced `dvc repro -f`, or a crash after the last checkpoint and before the model was written)
+writes the model from it without training further."""
+
+import hashlib
+import json
+import shutil
+
+import pytest
+import torch
+import yaml
+from conftest import learnable_ner_files, make_project, prepare, run
+from test_ner import ner_cfg
+from test_pretrain import run_ok, stage_cmd, write_pairs, write_params
+
+from minisci.finetune.ner import run_finetune_ner
+
+
+def file_hashes(model_dir, skip=("README.md",)):
+    """Every file of a model directory by its hash (the card quotes this run's timings: skipped)."""
+    return {
+        p.relative_to(model_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(model_dir.rglob("*"))
+        if p.is_file() and p.name not in skip
+    }
+
+
+def test_pretrain_rerun_of_a_finished_run_and_after_a_crash_before_the_save(tmp_path):
+    write_pairs(tmp_path / "pairs")
+    params = write_params(tmp_path, max_steps=10, save_steps=5)  # checkpoints at 5 and at the final step, 10
+    run_ok(stage_cmd(tmp_path, params))
+    first = json.loads((tmp_path / "adapted.json").read_text())
+    weights = file_hashes(tmp_path / "adapted")
+    # 1. rerun the finished stage: the final checkpoint is the model
+    again = run_ok(stage_cmd(tmp_path, params))
+    assert "checkpoint-10 is the run's final step: the model is taken from it, not trained further" in again.stdout
+    second = json.loads((tmp_path / "adapted.json").read_text())
+    assert second["train"]["steps"] == 10 and second["train"]["resumed_from_step"] == 10
+    for key in ("steps", "epochs", "tokens_seen", "final_loss"):
+        assert second["train"][key] == first["train"][key], key
+    assert second["after"] == first["after"] and second["before"] == first["before"]
+    assert file_hashes(tmp_path / "adapted") == weights
+    # 2. killed after the final checkpoint, before the model and metrics were written
+    shutil.rmtree(tmp_path / "adapted")
+    (tmp_path / "adapted.json").unlink()
+    run_ok(stage_cmd(tmp_path, params))
+    assert file_hashes(tmp_path / "adapted") == weights
+    assert json.loads((tmp_path / "adapted.json").read_text())["after"] == first["after"]
+
+
+def test_finetuning_rerun_after_a_fractional_last_epoch_trains_nothing_more(tmp_path, tiny_model_dir, capsys):
+    """1.5 epochs: the run ends mid-epoch, where resuming would take one more step and score dev again."""
+    data = prepare(learnable_ner_files(tmp_path / "raw", n=40), "bc5cdr", tmp_path / "prepared")
+    cfg = ner_cfg(epochs=1.5, eval_delay=0)
+    first = run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
+    capsys.readouterr()
+    again = run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
+    assert "is the run's final step: the model is taken from it, not trained further" in capsys.readouterr().out
+    assert again.metrics["dev_per_epoch"] == first.metrics["dev_per_epoch"]
+    assert again.metrics["test"] == first.metrics["test"] and again.test_predictions == first.test_predictions
+    for (name, a), b in zip(again.model.state_dict().items(), first.model.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def lock_outs(proj, stage: str) -> dict[str, str]:
+    lock = yaml.safe_load((proj / "dvc.lock").read_text())["stages"][stage]
+    return {o["path"]: o["md5"] for o in lock["outs"]}
+
+
+@pytest.mark.slow
+def test_dvc_repro_force_of_pretrain_and_a_finetuning_stage_gives_the_same_outputs(tmp_path):
+    finetune = "finetune_ner@bc5cdr-baseline"
+    proj = make_project(tmp_path / "proj")
+    run(["dvc", "repro", "pretrain", finetune], proj)
+    adapted = file_hashes(proj / "models/adapted")
+    tuned = lock_outs(proj, finetune)
+    metrics = json.loads((proj / "metrics/finetune_ner/bc5cdr/baseline.json").read_text())
+    out = run(["dvc", "repro", "-f", "-s", "pretrain"], proj).stdout
+    assert "is the run's final step" in out
+    assert file_hashes(proj / "models/adapted") == adapted
+    out = run(["dvc", "repro", "-f", "-s", finetune], proj).stdout
+    assert "is the run's final step" in out
+    again = json.loads((proj / "metrics/finetune_ner/bc5cdr/baseline.json").read_text())
+    assert again["test"] == metrics["test"] and again["dev_per_epoch"] == metrics["dev_per_epoch"]
+    model = "models/finetune_ner/bc5cdr/baseline"
+    assert lock_outs(proj, finetune)[model] == tuned[model]  # its card holds no timings: the whole directory
