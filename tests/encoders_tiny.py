@@ -96,7 +96,14 @@ def model_config(arch: str, tok, positions: int = POSITIONS):
     ids = {"pad_token_id": tok.pad_token_id}
     if arch == "distilbert":
         return AutoConfig.for_model(
-            arch, vocab_size=len(tok), dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=positions, **ids
+            arch,
+            vocab_size=len(tok),
+            dim=32,
+            n_layers=2,
+            n_heads=2,
+            hidden_dim=64,
+            max_position_embeddings=positions,
+            **ids,
         )
     extra: dict = {"max_position_embeddings": positions, **ids}
     if arch == "roberta":
