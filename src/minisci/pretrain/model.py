@@ -7,6 +7,14 @@
 * ``scratch``: a randomly initialised ``BertConfig(**model.scratch_config)`` (tiny test models).
 
 Weights load with safetensors only; remote code is never trusted.
+
+Pretraining takes any encoder that ``AutoModelForMaskedLM`` loads. A BERT is pretrained as a
+``BertForPreTraining`` (MLM, plus NSP when ``pretrain.nsp``); any other encoder with MLM alone, as
+RoBERTa was, and ``pretrain.nsp: true`` for it is refused in one line (only BERT has an NSP head;
+bolting a random one onto another encoder would train a head it never had). Both compute the
+vocabulary logits only at the labelled positions, through the architecture's own MLM head
+(:data:`SPARSE_MLM_HEADS`); an architecture not in that table falls back to its full forward,
+which gives the same logits at ~6x the vocabulary projection's cost.
 """
 
 from __future__ import annotations
