@@ -1,5 +1,8 @@
 """The ``finetune_ner`` stage: token classification with no truncation loss and seqeval metrics.
 
+* Words are encoded as they are in running text (the sentence's words joined by spaces, tokenised
+  whole, each piece given to its word by character offsets), so the pieces are those ``minisci ner``
+  sees on the same text, for WordPiece, byte-level BPE (``Ġword``) and SentencePiece alike.
 * Only the first word piece of each word carries a label; the others get -100 (ignored by the
   loss), and the word's prediction is read from its first piece.
 * Sentences longer than ``max_length`` pieces are split into windows at word boundaries; the
