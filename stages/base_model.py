@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     model_cfg = load_section(ModelConfig, "model", args.params)
     seed = load_section(PretrainConfig, "pretrain", args.params).seed  # same init as the pretrain stage
     tokenizer = load_tokenizer(model_cfg)
-    model, random_heads = load_pretraining_model(model_cfg, len(tokenizer), seed)
+    model, random_heads = load_pretraining_model(model_cfg, len(tokenizer), seed)  # any masked-LM encoder
     with atomic_path(args.out) as out:
         model.save_pretrained(out)  # safetensors; the random heads are unused by fine-tuning
         tokenizer.save_pretrained(out)
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
             pipeline_tag="fill-mask",
         )
     print(
-        f"base_model: {model_cfg.base} -> {args.out} ({sum(p.numel() for p in model.bert.parameters()):,} encoder parameters)"
+        f"base_model: {model_cfg.base} -> {args.out} ({sum(p.numel() for p in model.base_model.parameters()):,} encoder parameters)"
     )
 
 

@@ -1,4 +1,4 @@
-"""Stage pretrain: continued MLM + NSP pretraining of the base encoder -> models/adapted.
+"""Stage pretrain: continued MLM (+ NSP for BERT) pretraining of the base encoder -> models/adapted.
 
 Usage: python stages/pretrain.py --pairs data/pairs --out models/adapted \\
            --checkpoints models/pretrain_checkpoints --metrics metrics/pretrain.json --plots plots/pretrain
@@ -38,14 +38,18 @@ def main(argv: list[str] | None = None) -> None:
     result = run_pretraining(args.pairs, model_cfg, cfg, args.checkpoints)
     if not result.is_main_process:
         return
+    saved_as = type(result.model).__mro__[1].__name__  # BertForPreTraining, RobertaForMaskedLM, ...
+    kind = "BERT" if saved_as == "BertForPreTraining" else result.model.config.model_type
+    with_nsp = result.model.has_nsp_head and cfg.nsp
+    objective = "masked-language-model + next-sentence-prediction" if with_nsp else "masked-language-model"
     with atomic_path(args.out) as out:
         result.model.save_pretrained(out)  # safetensors
         result.tokenizer.save_pretrained(out)
         write_model_card(
             out,
             title="minisci adapted encoder",
-            summary="BERT encoder after continued masked-language-model + next-sentence-prediction pretraining "
-            "on a biomedical/general science corpus (Mini-SciBERT recipe). Heads included (BertForPreTraining).",
+            summary=f"{kind} encoder after continued {objective} pretraining on a biomedical/general science "
+            f"corpus (Mini-SciBERT recipe). Heads included ({saved_as}).",
             base=model_cfg.base,
             data=f"{result.metrics['train']['pairs']} sentence pairs from {args.pairs}",
             params={"model": dataclasses.asdict(model_cfg), "pretrain": dataclasses.asdict(cfg)},
@@ -56,15 +60,17 @@ def main(argv: list[str] | None = None) -> None:
             results=[
                 eval_result("fill-mask", "minisci-heldout-pairs", k, result.metrics["after"][k], split="heldout")
                 for k in ("mlm_accuracy", "perplexity", "nsp_accuracy")
+                if result.metrics["after"][k] is not None
             ],
         )
     write_curves(result.log_history, args.plots, CURVE_KEYS)
     write_json(args.metrics, result.metrics)
     m = result.metrics
+    nsp = m["after"]["nsp_accuracy"] is not None
     print(
         f"pretrain: {m['train']['steps']} steps, {m['train']['tokens_seen']:,} tokens, "
-        f"MLM accuracy {m['before']['mlm_accuracy']:.3f} -> {m['after']['mlm_accuracy']:.3f}, "
-        f"NSP accuracy {m['before']['nsp_accuracy']:.3f} -> {m['after']['nsp_accuracy']:.3f}"
+        f"MLM accuracy {m['before']['mlm_accuracy']:.3f} -> {m['after']['mlm_accuracy']:.3f}"
+        + (f", NSP accuracy {m['before']['nsp_accuracy']:.3f} -> {m['after']['nsp_accuracy']:.3f}" if nsp else "")
     )
 
 

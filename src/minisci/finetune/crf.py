@@ -4,13 +4,23 @@ Transitions that IOB2 forbids (``O -> I-X``, ``B-X -> I-Y``, ``I-X -> I-Y``, and
 ``I-X``) get a score of -10,000 in training *and* decoding, so Viterbi can only emit valid tag
 sequences and the model never spends probability mass on invalid ones. Emissions are read at the
 first word piece of each word, like the softmax head.
+
+The CRF sits on whatever token-classification model transformers has for the encoder (BERT,
+RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT, ...): :class:`CrfForTokenClassification`
+picks the class from the checkpoint's config, and an encoder whose weights do not load is an error,
+never a randomly initialised stand-in.
 """
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import torch
 from torch import nn
 from transformers import BertForTokenClassification
+
+from minisci.errors import MinisciError
 
 NEG = -1.0e4  # score of a forbidden transition (finite, so no NaN in logsumexp)
 
@@ -98,25 +108,63 @@ def word_level(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor
     return emissions, tags, mask
 
 
-class BertCrfForTokenClassification(BertForTokenClassification):
-    """BERT token classification with a constrained CRF on top (``config.crf = True``).
+@functools.cache
+def crf_class(base_cls: type) -> type:
+    """``base_cls`` (a ``*ForTokenClassification`` class) with a constrained CRF on top
+    (``config.crf = True``); e.g. ``BertForTokenClassification`` -> ``BertCrfForTokenClassification``.
 
-    Saved as an ordinary BERT token-classification checkpoint plus ``crf.*`` weights:
+    Saved as an ordinary token-classification checkpoint of the encoder plus ``crf.*`` weights:
     ``transformers.pipeline`` loads it with argmax decoding; minisci decodes with Viterbi.
     """
 
-    def __init__(self, config):
-        super().__init__(config)
-        config.crf = True
-        self.crf = CRF([config.id2label[i] for i in range(config.num_labels)])
+    class CrfTagger(base_cls):
+        def __init__(self, config):
+            super().__init__(config)
+            config.crf = True
+            self.crf = CRF([config.id2label[i] for i in range(config.num_labels)])
 
-    def _init_weights(self, module):
-        # transformers 5 materialises missing weights through _init_weights only.
-        if isinstance(module, CRF):
-            module.reset_parameters()
-        else:
-            super()._init_weights(module)
+        def _init_weights(self, module):
+            # transformers 5 materialises missing weights through _init_weights only.
+            if isinstance(module, CRF):
+                module.reset_parameters()
+            else:
+                super()._init_weights(module)
 
-    def crf_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        emissions, tags, mask = word_level(logits, labels)
-        return self.crf.neg_log_likelihood(emissions, tags, mask)
+        def crf_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            emissions, tags, mask = word_level(logits, labels)
+            return self.crf.neg_log_likelihood(emissions, tags, mask)
+
+    name = base_cls.__name__.replace("ForTokenClassification", "CrfForTokenClassification")
+    CrfTagger.__name__ = CrfTagger.__qualname__ = name
+    return CrfTagger
+
+
+BertCrfForTokenClassification = crf_class(BertForTokenClassification)
+
+
+class CrfForTokenClassification:
+    """``from_pretrained`` of the CRF tagger that fits a checkpoint's encoder, as
+    ``AutoModelForTokenClassification`` does for the softmax head."""
+
+    @staticmethod
+    def from_pretrained(path: str | Path, **kwargs):
+        from transformers import AutoConfig, AutoModelForTokenClassification
+
+        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+        try:
+            base_cls = AutoModelForTokenClassification._model_mapping[type(config)]
+        except KeyError:
+            raise MinisciError(
+                f"{path}: transformers has no token-classification model for {config.model_type!r}; "
+                "the CRF head needs one (set finetune_ner.crf: false to check the softmax head too)"
+            ) from None
+        want_info = kwargs.pop("output_loading_info", False)
+        model, info = crf_class(base_cls).from_pretrained(path, output_loading_info=True, **kwargs)
+        prefix = model.base_model_prefix + "."
+        missing = sorted(k for k in info["missing_keys"] if k.startswith(prefix))
+        if missing:  # the encoder itself did not load: never train a random one in its place
+            raise MinisciError(
+                f"{path}: {len(missing)} encoder weights of the {config.model_type} model did not load "
+                f"into {base_cls.__name__} (e.g. {missing[0]}); the CRF head needs the checkpoint's own encoder"
+            )
+        return (model, info) if want_info else model

@@ -1,5 +1,8 @@
 """The ``finetune_ner`` stage: token classification with no truncation loss and seqeval metrics.
 
+* Words are encoded as they are in running text (the sentence's words joined by spaces, tokenised
+  whole, each piece given to its word by character offsets), so the pieces are those ``minisci ner``
+  sees on the same text, for WordPiece, byte-level BPE (``Ġword``) and SentencePiece alike.
 * Only the first word piece of each word carries a label; the others get -100 (ignored by the
   loss), and the word's prediction is read from its first piece.
 * Sentences longer than ``max_length`` pieces are split into windows at word boundaries; the
@@ -31,7 +34,7 @@ from minisci.finetune.common import (
     run_seeds,
     sorted_logits,
 )
-from minisci.finetune.crf import BertCrfForTokenClassification
+from minisci.finetune.crf import CrfForTokenClassification
 from minisci.metrics import ner_f1
 
 IGNORE = -100
@@ -40,15 +43,44 @@ IGNORE = -100
 # 1. labels and windows ---------------------------------------------------------------------------------
 
 
-def word_pieces(sentences: list[NerSentence], tokenizer) -> list[list[list[int]]]:
-    """Word pieces of every word, tokenised in one batched call."""
-    words = [w for s in sentences for w in s.tokens]
-    ids = tokenizer(words, add_special_tokens=False)["input_ids"]
-    out, k = [], 0
-    for s in sentences:
-        out.append([p or [tokenizer.unk_token_id] for p in ids[k : k + len(s.tokens)]])
-        k += len(s.tokens)
+def sentence_text(words: tuple[str, ...] | list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The running text of a tokenised sentence (words joined by one space) and each word's span."""
+    spans_, pos = [], 0
+    for w in words:
+        spans_.append((pos, pos + len(w)))
+        pos += len(w) + 1
+    return " ".join(words), spans_
+
+
+def text_pieces(texts: list[str], word_spans: list[list[tuple[int, int]]], tokenizer) -> list[list[list[int]]]:
+    """Word pieces of every word *as the words are encoded in running text*, one batched call.
+
+    Each text is tokenised whole, as ``minisci ner`` and the pipeline tokenise it, and every piece
+    goes to the word its characters belong to (a piece of only the space before a word, such as a
+    lone byte-level ``Ġ``, to the word that follows). Tokenising each word alone would be wrong for
+    byte-level BPE: a word inside a sentence is encoded with its leading space (``Ġcauses``), a word
+    alone without it. A word without any piece (e.g. a zero-width character) gets the unknown token.
+    """
+    enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    out = []
+    for ids, offsets, spans_, text in zip(enc["input_ids"], enc["offset_mapping"], word_spans, texts):
+        owner = [-1] * (len(text) + 1)
+        for w, (a, b) in enumerate(spans_):
+            owner[a:b] = [w] * (b - a)
+        pieces: list[list[int]] = [[] for _ in spans_]
+        for piece, (a, b) in zip(ids, offsets):
+            mine = [owner[c] for c in range(a, b) if owner[c] >= 0]
+            w = mine[0] if mine else next((o for o in owner[b:] if o >= 0), -1)
+            if w >= 0:
+                pieces[w].append(piece)
+        out.append([p or [tokenizer.unk_token_id] for p in pieces])
     return out
+
+
+def word_pieces(sentences: list[NerSentence], tokenizer) -> list[list[list[int]]]:
+    """Word pieces of every word of tokenised sentences, encoded as their running text."""
+    texts, word_spans = zip(*(sentence_text(s.tokens) for s in sentences)) if sentences else ((), ())
+    return text_pieces(list(texts), list(word_spans), tokenizer)
 
 
 def windows(pieces: list[list[int]], max_length: int) -> list[tuple[int, int]]:
@@ -68,12 +100,16 @@ def windows(pieces: list[list[int]], max_length: int) -> list[tuple[int, int]]:
     return out
 
 
-def encode_sentences(sentences, tokenizer, label2id: dict[str, int] | None, max_length: int) -> list[dict]:
+def encode_sentences(
+    sentences, tokenizer, label2id: dict[str, int] | None, max_length: int, pieces: list | None = None
+) -> list[dict]:
     """Model inputs, one per window: input_ids, labels (first piece of each word), and where the
-    window's words sit in their sentence (sentence, word_start, first_positions)."""
+    window's words sit in their sentence (sentence, word_start, first_positions). ``pieces``: the
+    words' pieces when already known (:func:`text_pieces` of a raw text), else :func:`word_pieces`."""
     feats = []
     budget = max_length - 2
-    for si, (s, pieces) in enumerate(zip(sentences, word_pieces(sentences, tokenizer))):
+    all_pieces = word_pieces(sentences, tokenizer) if pieces is None else pieces
+    for si, (s, pieces) in enumerate(zip(sentences, all_pieces)):
         for start, end in windows(pieces, max_length):
             ids, labels, firsts = [tokenizer.cls_token_id], [IGNORE], []
             for w in range(start, end):
@@ -163,7 +199,7 @@ def train_one_seed(
     set_seed(seed)  # the classifier head's initialisation
     splits, labels = data.splits, label_list(data.labels)
     id2label = dict(enumerate(labels))
-    model_cls = BertCrfForTokenClassification if cfg.crf else AutoModelForTokenClassification
+    model_cls = CrfForTokenClassification if cfg.crf else AutoModelForTokenClassification
     model = load_task_model(
         model_cls,
         model_dir,

@@ -3,8 +3,11 @@
 ``mlm_probability`` of the maskable tokens are selected (never [CLS]/[SEP]/[PAD] or other
 special tokens); of those 80% become [MASK], 10% a random token, 10% stay unchanged. Labels are
 the original ids at selected positions and -100 elsewhere (-100 is what PyTorch's cross-entropy
-ignores). With whole-word masking a word is selected or not as a unit (WordPiece ``##``
-continuations follow their word). Batches are padded to their own longest example.
+ignores). With whole-word masking a word is selected or not as a unit: WordPiece ``##``
+continuations follow their word; for byte-level BPE (``Ġ``) and SentencePiece (``▁``), whose
+markers sit on word *starts*, every unmarked piece continues its word, and the first piece after a
+special token starts one (a segment's first word has no leading space). Batches are padded to their
+own longest example.
 """
 
 from __future__ import annotations
@@ -34,6 +37,27 @@ def encode_pair(a_ids: list[int], b_ids: list[int], cls_id: int, sep_id: int, ma
     return {"input_ids": input_ids, "token_type_ids": token_type_ids}
 
 
+START_MARKERS = {"bpe": "Ġ", "sentencepiece": "▁"}  # byte-level BPE's space, SentencePiece's space
+
+
+def word_continuations(tokenizer) -> tuple[str | None, torch.Tensor]:
+    """(scheme, is_continuation [vocab]) where scheme is "wordpiece", "bpe", "sentencepiece" or None
+    (no word boundaries known). Added tokens (a vocabulary extension) are whole words: starts."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    kind = type(backend.model).__name__ if backend is not None else ""
+    vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    added = set(getattr(tokenizer, "added_tokens_decoder", {}))
+    prefix = getattr(backend.model, "continuing_subword_prefix", None) if kind == "WordPiece" else None
+    if kind == "WordPiece" or (not kind and any(t.startswith("##") for t in vocab)):
+        prefix = prefix or "##"
+        return "wordpiece", torch.tensor([t.startswith(prefix) for t in vocab])
+    for scheme, marker in START_MARKERS.items():
+        if kind in ("BPE", "Unigram", "") and any(t.startswith(marker) for t in vocab):
+            cont = [i not in added and not t.startswith(marker) for i, t in enumerate(vocab)]
+            return scheme, torch.tensor(cont)
+    return None, torch.zeros(len(vocab), dtype=torch.bool)
+
+
 @dataclasses.dataclass
 class MlmNspCollator:
     """Pads a batch and masks each example.
@@ -55,10 +79,12 @@ class MlmNspCollator:
     def __post_init__(self) -> None:
         tok = self.tokenizer
         self.special_ids = torch.tensor(sorted(set(tok.all_special_ids)))
-        vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
-        self.is_continuation = torch.tensor([t.startswith("##") for t in vocab])
-        if self.whole_word and not bool(self.is_continuation.any()):
-            raise ValueError("whole-word masking needs a WordPiece vocabulary (## continuations)")
+        self.scheme, self.is_continuation = word_continuations(tok)
+        if self.whole_word and self.scheme is None:
+            raise ValueError(
+                "whole-word masking needs word boundaries in the vocabulary (WordPiece ##, byte-level BPE Ġ "
+                "or SentencePiece ▁); set pretrain.whole_word_masking: false for this tokenizer"
+            )
 
     def pad(self, features: list[dict]) -> dict[str, torch.Tensor]:
         longest = max(len(f["input_ids"]) for f in features)
@@ -89,6 +115,8 @@ class MlmNspCollator:
             selected = draw & ~special
         else:
             starts = ~self.is_continuation[ids] & ~special
+            if self.scheme != "wordpiece":  # a segment's first word carries no start marker
+                starts |= torch.cat([torch.tensor([False]), special[:-1]]) & ~special
             # Position of the word start (or special token) that each piece belongs to.
             owner = torch.where(starts | special, torch.arange(len(ids)), 0).cummax(dim=0).values
             selected = (draw & starts)[owner] & ~special

@@ -7,6 +7,14 @@
 * ``scratch``: a randomly initialised ``BertConfig(**model.scratch_config)`` (tiny test models).
 
 Weights load with safetensors only; remote code is never trusted.
+
+Pretraining takes any encoder that ``AutoModelForMaskedLM`` loads. A BERT is pretrained as a
+``BertForPreTraining`` (MLM, plus NSP when ``pretrain.nsp``); any other encoder with MLM alone, as
+RoBERTa was, and ``pretrain.nsp: true`` for it is refused in one line (only BERT has an NSP head;
+bolting a random one onto another encoder would train a head it never had). Both compute the
+vocabulary logits only at the labelled positions, through the architecture's own MLM head
+(:data:`SPARSE_MLM_HEADS`); an architecture not in that table falls back to its full forward,
+which gives the same logits at ~6x the vocabulary projection's cost.
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ def _sparse_pretraining_class():
         ``BertForPreTraining``.
         """
 
+        has_nsp_head = True
+
         def forward(self, input_ids, attention_mask, token_type_ids, labels, next_sentence_label=None):
             sequence, pooled = self.bert(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, return_dict=False
@@ -92,27 +102,100 @@ def _sparse_pretraining_class():
     return BertForSparsePreTraining
 
 
-def load_pretraining_model(cfg: ModelConfig, vocab_size: int, seed: int):
-    """A BERT pretraining model (MLM logits only at labelled positions) and the names of head
-    weights that start random.
+# model_type -> the vocabulary logits of selected hidden states [n, hidden], exactly as the model's own
+# forward computes them at every position. A type not listed here falls back to the full forward.
+SPARSE_MLM_HEADS = {
+    "roberta": lambda m, h: m.lm_head(h),
+    "xlm-roberta": lambda m, h: m.lm_head(h),
+    "camembert": lambda m, h: m.lm_head(h),
+    "distilbert": lambda m, h: m.vocab_projector(m.vocab_layer_norm(m.activation(m.vocab_transform(h)))),
+    "electra": lambda m, h: m.generator_lm_head(m.generator_predictions(h)),
+    "deberta-v2": lambda m, h: m.cls(h) if m.legacy else m.lm_predictions(h, m.deberta.embeddings.word_embeddings),
+    "modernbert": lambda m, h: m.decoder(m.head(h)),
+}
 
+
+def _sparse_mlm_class(base_cls):
+    """``base_cls`` (an ``AutoModelForMaskedLM`` class) whose forward returns the pretraining
+    trainer's outputs: MLM logits at the labelled positions only (through the head of
+    :data:`SPARSE_MLM_HEADS`, or the full forward where the architecture is not listed) and no NSP.
+    The saved checkpoint is an ordinary ``base_cls`` one."""
+
+    class SparseMaskedLM(base_cls):
+        has_nsp_head = False
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None, labels=None, next_sentence_label=None):
+            # Segment ids only where the model has a segment embedding to read them (BERT-style pairs);
+            # RoBERTa's single type, DistilBERT and ModernBERT take none.
+            types = {"token_type_ids": token_type_ids} if getattr(self.config, "type_vocab_size", 0) > 1 else {}
+            selected = labels != -100
+            head = SPARSE_MLM_HEADS.get(self.config.model_type)
+            if head is None:  # plain fallback: every position's logits, then the labelled ones
+                logits = super().forward(input_ids=input_ids, attention_mask=attention_mask, **types).logits
+                mlm_logits = logits[selected]
+            else:
+                sequence = self.base_model(input_ids=input_ids, attention_mask=attention_mask, **types)[0]
+                mlm_logits = head(self, sequence[selected])
+            return {"mlm_logits": mlm_logits, "mlm_labels": labels[selected], "nsp_logits": None}
+
+        def save_pretrained(self, save_directory, *args, **kwargs):
+            out = super().save_pretrained(save_directory, *args, **kwargs)
+            if kwargs.get("is_main_process", True):
+                self.config.architectures = [base_cls.__name__]
+                self.config.save_pretrained(save_directory)
+            return out
+
+    SparseMaskedLM.__name__ = SparseMaskedLM.__qualname__ = f"Sparse{base_cls.__name__}"
+    return SparseMaskedLM
+
+
+def is_head_parameter(model, name: str) -> bool:
+    """A pretraining-head parameter (MLM transform, NSP classifier, output bias), not the encoder's.
+    For BERT these are the ``cls.*`` parameters (the tied decoder weight is listed as the embedding)."""
+    return not name.startswith(model.base_model_prefix + ".")
+
+
+def _pretraining_fit(model_type: str, base: str, nsp: bool | None) -> None:
+    """Refuse a recipe the model cannot follow, in one line naming the change."""
+    if nsp and model_type != "bert":
+        raise ModelResolutionError(
+            f"model {base!r}: pretrain.nsp: true needs a BERT model with an NSP head; "
+            f"set pretrain.nsp: false for {model_type}"
+        )
+
+
+def load_pretraining_model(cfg: ModelConfig, vocab_size: int, seed: int, nsp: bool | None = None):
+    """A pretraining model (MLM logits only at labelled positions) and the names of head weights
+    that start random.
+
+    A BERT becomes a ``BertForPreTraining`` (MLM + NSP heads) whatever ``nsp``; any other encoder
+    that ``AutoModelForMaskedLM`` loads is pretrained with MLM alone, and ``nsp=True`` is refused
+    for it (``nsp=None``: no objective asked, as for the baseline copy).
     all-MiniLM-L6-v2 ships only the encoder: its MLM transform and NSP head are missing and get
     freshly initialised (the MLM decoder is tied to the word embeddings, so it is not random).
     """
     import torch
-    from transformers import BertConfig
+    from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig
 
-    cls = _sparse_pretraining_class()
     torch.manual_seed(seed)  # head (or whole-model) initialisation is seeded from params
     if cfg.base == "scratch":
-        model = cls(BertConfig(vocab_size=vocab_size, **cfg.scratch_config))
+        model = _sparse_pretraining_class()(BertConfig(vocab_size=vocab_size, **cfg.scratch_config))
         return model, sorted(n for n, _ in model.named_parameters())
     path = resolve_model_path(cfg.base)
+    config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    model_type = config.model_type
+    _pretraining_fit(model_type, cfg.base, nsp)
+    if model_type == "bert":
+        cls = _sparse_pretraining_class()
+    else:
+        try:
+            cls = _sparse_mlm_class(AutoModelForMaskedLM._model_mapping[type(config)])
+        except KeyError:
+            raise ModelResolutionError(
+                f"model {cfg.base!r}: transformers has no masked-LM class for {model_type!r}, so it cannot be "
+                "pretrained with MLM; use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)"
+            ) from None
     model, info = cls.from_pretrained(
         path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
     )
-    if model.config.model_type != "bert":
-        raise ModelResolutionError(
-            f"model {cfg.base!r} is a {model.config.model_type!r} model; MLM+NSP pretraining needs BERT"
-        )
     return model, sorted(info["missing_keys"])

@@ -31,7 +31,7 @@ from minisci.config import ModelConfig, PretrainConfig
 from minisci.errors import DataFormatError
 from minisci.io import iter_jsonl, sha256_file
 from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
-from minisci.pretrain.model import load_pretraining_model, load_tokenizer
+from minisci.pretrain.model import is_head_parameter, load_pretraining_model, load_tokenizer
 from minisci.pretrain.vocab import add_tokens, init_new_embeddings, plan_extension
 from minisci.training import (
     check_at_load,
@@ -45,7 +45,6 @@ from minisci.training import (
     training_arguments,
 )
 
-HEAD_PREFIX = "cls."  # BertForPreTraining's MLM transform and NSP classifier
 NSP_ONLY_PREFIXES = ("cls.seq_relationship.", "bert.pooler.")  # parameters only the NSP loss trains
 CURVE_KEYS = ("loss", "mlm_loss", "nsp_loss", "learning_rate", "head_learning_rate", "tokens_per_second", "grad_norm")
 
@@ -95,10 +94,12 @@ def tokenize_pairs(rows: list[dict], tokenizer, max_length: int):
 # 2. the trainer -------------------------------------------------------------------------------------
 
 
-def pretraining_losses(outputs: dict, nsp_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean MLM cross-entropy over the labelled positions and mean NSP cross-entropy."""
+def pretraining_losses(outputs: dict, nsp_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Mean MLM cross-entropy over the labelled positions and mean NSP cross-entropy (None for a
+    model without an NSP head)."""
     ce = torch.nn.functional.cross_entropy
-    return ce(outputs["mlm_logits"], outputs["mlm_labels"]), ce(outputs["nsp_logits"], nsp_labels)
+    nsp = ce(outputs["nsp_logits"], nsp_labels) if outputs["nsp_logits"] is not None else None
+    return ce(outputs["mlm_logits"], outputs["mlm_labels"]), nsp
 
 
 def lr_lambdas(total: int, warmup: int, head_steps: int):
@@ -140,7 +141,7 @@ class PretrainTrainer(Trainer):
                     params = [
                         p
                         for n, p in model.named_parameters()
-                        if n.startswith(HEAD_PREFIX) == is_head and (n in decay) == with_decay and p.requires_grad
+                        if is_head_parameter(model, n) == is_head and (n in decay) == with_decay and p.requires_grad
                     ]
                     groups.append(
                         {
@@ -167,7 +168,7 @@ class PretrainTrainer(Trainer):
         outputs = model(**inputs)
         mlm, nsp = pretraining_losses(outputs, nsp_labels)
         self._sums["mlm_loss"] += float(mlm.detach())
-        self._sums["nsp_loss"] += float(nsp.detach())
+        self._sums["nsp_loss"] += float(nsp.detach()) if nsp is not None else math.nan
         self._sums["n"] += 1
         loss = mlm + nsp if self.cfg.nsp else mlm  # the BERT pretraining objective, or MLM only
         return (loss, outputs) if return_outputs else loss
@@ -175,7 +176,7 @@ class PretrainTrainer(Trainer):
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._sums["n"]:
             n = self._sums.pop("n")
-            logs.update({k: round(v / n, 4) for k, v in self._sums.items()})
+            logs.update({k: round(v / n, 4) for k, v in self._sums.items() if not math.isnan(v)})  # no NSP: no nsp_loss
             self._sums = {"mlm_loss": 0.0, "nsp_loss": 0.0, "n": 0}
             now, seen = time.perf_counter(), self.state.num_input_tokens_seen
             last_t, last_seen = self._last
@@ -212,6 +213,9 @@ def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict
         mlm_sum += float(torch.nn.functional.cross_entropy(mlm_logits, mlm_labels, reduction="sum"))
         mlm_correct += int((mlm_logits.argmax(-1) == mlm_labels).sum())
         n_masked += len(mlm_labels)
+        if nsp_logits is None:  # MLM-only model: no NSP to score
+            nsp_sum = nsp_correct = math.nan
+            continue
         nsp_sum += float(torch.nn.functional.cross_entropy(nsp_logits, nsp_labels, reduction="sum"))
         nsp_correct += int((nsp_logits.argmax(-1) == nsp_labels).sum())
     n = len(dataset)
@@ -219,8 +223,8 @@ def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict
         "mlm_accuracy": round(mlm_correct / n_masked, 4),
         "mlm_loss": round(mlm_sum / n_masked, 4),
         "perplexity": round(math.exp(mlm_sum / n_masked), 2),
-        "nsp_accuracy": round(nsp_correct / n, 4),
-        "nsp_loss": round(nsp_sum / n, 4),
+        "nsp_accuracy": None if math.isnan(nsp_correct) else round(nsp_correct / n, 4),
+        "nsp_loss": None if math.isnan(nsp_sum) else round(nsp_sum / n, 4),
         "masked_tokens": n_masked,
         "pairs": n,
     }
@@ -276,7 +280,7 @@ def run_pretraining(
     held_ds = tokenize_pairs(read_pairs(pairs_dir / "heldout.jsonl"), tokenizer, cfg.max_seq_length)
 
     # 2. model, checked against the lengths and the text; checkpoints of this exact configuration only
-    model, random_heads = load_pretraining_model(model_cfg, base_vocab_size, cfg.seed)
+    model, random_heads = load_pretraining_model(model_cfg, base_vocab_size, cfg.seed, nsp=cfg.nsp)
     check_at_load(model.config, tokenizer, {"pretrain.max_seq_length": cfg.max_seq_length}, model_cfg.base)
     unk = check_unk_rate(tokenizer, [text for r in train_rows for text in (r["a"], r["b"])], "pretrain")
     if model_cfg.base != "scratch":  # a scratch model is random throughout, by definition
@@ -326,7 +330,9 @@ def run_pretraining(
         "before": before,
         "after": after,
         "delta_mlm_accuracy": round(after["mlm_accuracy"] - before["mlm_accuracy"], 4),
-        "delta_nsp_accuracy": round(after["nsp_accuracy"] - before["nsp_accuracy"], 4),
+        "delta_nsp_accuracy": None
+        if after["nsp_accuracy"] is None
+        else round(after["nsp_accuracy"] - before["nsp_accuracy"], 4),
         "train": {
             "steps": state.global_step,
             "epochs": round(state.epoch or 0.0, 3),

@@ -49,6 +49,13 @@ def plan_extension(texts: Iterable[str], tokenizer, n_words: int, min_pieces: in
     if n_words <= 0:
         return VocabExtension((), (), ())
     model = tokenizer.backend_tokenizer.model
+    if type(model).__name__ != "WordPiece":  # BPE/Unigram words carry their space marker; not planned here
+        from minisci.errors import MinisciError
+
+        raise MinisciError(
+            f"pretrain.vocab_extension: {n_words} needs a WordPiece tokenizer, this one is "
+            f"{type(model).__name__}; set pretrain.vocab_extension: 0"
+        )
     chosen = []
     for word, count in sorted(word_counts(texts, tokenizer).items(), key=lambda wc: (-wc[1], wc[0])):
         ids = tuple(t.id for t in model.tokenize(word))
@@ -77,7 +84,7 @@ def init_new_embeddings(model, new_ids: list[int], plan: VocabExtension, vocab_s
 
     model.resize_token_embeddings(vocab_size, mean_resizing=False)  # new rows are overwritten below
     weight = model.get_input_embeddings().weight
-    bias = model.cls.predictions.bias if hasattr(model, "cls") else None
+    bias = model.cls.predictions.bias if hasattr(model, "cls") else getattr(model.get_output_embeddings(), "bias", None)
     with torch.no_grad():
         for new_id, pieces in zip(new_ids, plan.pieces):
             weight[new_id] = weight[list(pieces)].mean(0)

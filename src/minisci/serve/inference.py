@@ -137,19 +137,22 @@ def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None 
 def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None) -> list[list[dict]]:
     """Entities of a CRF-trained model, decoded as the stage's evaluation decodes them.
 
-    The words are the tokenizer's pre-tokenised words (the ones the pipeline aggregates over); they
-    go through the evaluation's own windowing (``encode_sentences``), first-piece emissions, the
-    CRF's constrained Viterbi and merging (``merge_predictions``), so the CLI's entities are the
-    evaluation's. An entity's score is the mean softmax probability of its words' tags.
+    The words are the tokenizer's pre-tokenised words (the ones the pipeline aggregates over); each
+    text is encoded whole, as the pipeline encodes it, and its pieces are given to those words
+    (``text_pieces``); they go through the evaluation's own windowing (``encode_sentences``),
+    first-piece emissions, the CRF's constrained Viterbi and merging (``merge_predictions``), so the
+    CLI's entities are the evaluation's. An entity's score is the mean softmax probability of its
+    words' tags.
     """
     from minisci.data.readers import NerSentence, spans
-    from minisci.finetune.ner import encode_sentences, merge_predictions
+    from minisci.finetune.ner import encode_sentences, merge_predictions, text_pieces
+    from minisci.serve.models import max_positions
 
     tok, model = pipe.tokenizer, pipe.model
-    words = [tok.backend_tokenizer.pre_tokenizer.pre_tokenize_str(t) for t in texts]
-    sentences = [NerSentence(tuple(w for w, _ in ws), ("O",) * len(ws), None, 0) for ws in words]
-    max_length = min(tok.model_max_length, model.config.max_position_embeddings)
-    feats = encode_sentences(sentences, tok, None, max_length)
+    words = [_text_words(tok, t) for t in texts]
+    sentences = [NerSentence(tuple(t[a:b] for a, b in ws), ("O",) * len(ws), None, 0) for t, ws in zip(texts, words)]
+    max_length = min(tok.model_max_length, max_positions(model.config.to_dict()))
+    feats = encode_sentences(sentences, tok, None, max_length, pieces=text_pieces(texts, words, tok))
     chunks = [
         {"input_ids": torch.tensor([f["input_ids"]]), "attention_mask": torch.ones(1, len(f["input_ids"]))}
         for f in feats
@@ -166,12 +169,31 @@ def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None)
     for ws, ts, ps, text in zip(words, tags, probs, texts):
         entities = []
         for etype, a, b in spans(ts):
-            start, end = ws[a][1][0], ws[b - 1][1][1]
+            start, end = ws[a][0], ws[b - 1][1]
             score = float(np.mean([float(ps[w][label2id[ts[w]]]) for w in range(a, b)]))
             word = tok.decode(tok(text[start:end], add_special_tokens=False)["input_ids"])
             entities.append({"entity_group": etype, "score": score, "word": word, "start": start, "end": end})
         results.append(entities)
     return results
+
+
+def _text_words(tokenizer, text: str) -> list[tuple[int, int]]:
+    """Character spans of the tokenizer's pre-tokenised words in ``text``, without the leading space
+    that byte-level BPE (``Ġ``) and SentencePiece (``▁``) words carry; whitespace-separated words
+    where the tokenizer has no pre-tokeniser."""
+    import re
+
+    pre = tokenizer.backend_tokenizer.pre_tokenizer
+    if pre is None:
+        found = [m.span() for m in re.finditer(r"\S+", text)]
+    else:
+        found = [span for _, span in pre.pre_tokenize_str(text)]
+    words = []
+    for a, b in found:
+        a += len(text[a:b]) - len(text[a:b].lstrip())
+        if a < b:
+            words.append((a, b))
+    return words
 
 
 def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[dict]:

@@ -140,7 +140,7 @@ def load_task_model(model_dir: str | Path, task: str, device: str = "cpu"):
     check_weights(path)
     quiet_transformers()
     if task == "ner" and (config.get("crf") or "BertCrfForTokenClassification" in config.get("architectures", [])):
-        from minisci.finetune.crf import BertCrfForTokenClassification as cls
+        from minisci.finetune.crf import CrfForTokenClassification as cls
     else:
         cls = AutoModelForTokenClassification if task == "ner" else AutoModelForSequenceClassification
     with loading(path):
