@@ -148,7 +148,7 @@ def build_index(
     docs: list[dict],
     out_dir,
     batch_size: int = 64,
-    max_length: int | None = 256,
+    max_length: int | None = None,
     progress: Callable | None = None,
     precision: str = "fp32",
     max_tokens: int = 2048,
