@@ -298,7 +298,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataFormatError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
+            raise DataFormatError(path, lineno, f"invalid JSON ({e.msg}: column {e.colno})") from None
         except (ValueError, RecursionError) as e:  # a 5000-digit number, 100k nested brackets
             raise DataFormatError(path, lineno, f"invalid JSON ({str(e).splitlines()[0]})") from None
         if not isinstance(obj, dict):

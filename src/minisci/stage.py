@@ -37,10 +37,16 @@ def describe(e: BaseException) -> str | None:
     if isinstance(e, UnicodeDecodeError):
         return _one_line(f"input is not UTF-8: byte 0x{e.object[e.start]:02x} at byte offset {e.start}")
     if isinstance(e, json.JSONDecodeError):
-        return _one_line(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}")
+        return _one_line(f"invalid JSON: {e.msg}: line {e.lineno} column {e.colno}")
     if isinstance(e, yaml.YAMLError):
         return _one_line(f"invalid YAML: {e}")
     return None
+
+
+def description(doc: str | None) -> str:
+    """A script's ``--help`` description: its docstring's first paragraph, joined into one line (the
+    first line alone stops mid-sentence)."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
 def run_stage(main: Callable[[list[str] | None], None], argv: list[str] | None = None) -> int:

@@ -92,7 +92,7 @@ def cmd_ner(args) -> None:
         lambda r: "\n".join(
             [clean(r["text"])]
             + [
-                f"  {e['start']}-{e['end']}\t{clean(e['entity_group'])}\t{e['score']:.3f}\t{clean(e['word'])}"
+                f"  {e['start']}-{e['end']}\t{clean(e['entity_group'])}\t{e['score']:.3f}\t{clean(r['text'][e['start'] : e['end']])}"
                 for e in r["entities"]
             ]
         ),
