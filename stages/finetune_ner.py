@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from minisci.cards import eval_result
+from minisci.cards import eval_result, ner_usage
 from minisci.config import FinetuneNerConfig, load_section
 from minisci.finetune.common import publish, stage_arguments
 from minisci.finetune.ner import run_finetune_ner
@@ -40,8 +40,7 @@ def main(argv: list[str] | None = None) -> None:
             "test": m["test"],
             "best_epoch": m["best_epoch"],
         },
-        usage=f'from transformers import pipeline\ntagger = pipeline("token-classification", model="{args.out}", '
-        'aggregation_strategy="first")\ntagger("Naloxone reverses the antihypertensive effect of clonidine.")',
+        usage=ner_usage(args.out, cfg.crf, result.tokenizer),
         pipeline_tag="token-classification",
         datasets=[m["dataset"]],
         results=[

@@ -41,3 +41,24 @@ def test_cli_shows_entities_as_the_input_wrote_them(tiny_finetuned, capsys):
     assert cli.main(["ner", "--model", str(tiny_finetuned["ner"]), text]) == 0
     lines = capsys.readouterr().out.splitlines()[1:]
     assert [line.split("\t")[-1] for line in lines] == [text[e["start"] : e["end"]] for e in entities]
+
+
+@pytest.mark.parametrize("task", ["ner", "cite"])
+def test_a_tokenizer_without_a_maximum_length_takes_the_models_positions(task, tiny_finetuned, tmp_path, capsys):
+    """A tokenizer built with the `tokenizers` library has no model_max_length (a huge sentinel):
+    a text of over 512 pieces is windowed (ner) or truncated (cite) at the model's 64 positions,
+    and `minisci ner`'s default window overlap fits them."""
+    import json
+    import shutil
+
+    model = shutil.copytree(tiny_finetuned[task], tmp_path / "m")
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    config.pop("model_max_length", None)
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    text = " ".join(["patients received aspirin after treatment with heparin"] * 80)  # ~640 pieces
+    assert cli.main([task, "--model", str(model), "--jsonl", text]) == 0
+    row = json.loads(capsys.readouterr().out)
+    if task == "ner":
+        assert len(row["entities"]) >= 80 and max(e["end"] for e in row["entities"]) > len(text) - 10
+    else:
+        assert row["label"] in row["scores"]

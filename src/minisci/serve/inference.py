@@ -15,10 +15,11 @@ import numpy as np
 import torch
 
 from minisci.batching import length_batches
+from minisci.cards import default_stride
 from minisci.errors import MinisciError
 from minisci.serve import pipeline_compat as compat
 from minisci.serve.checks import check_texts
-from minisci.serve.models import check_stride, default_stride, load_task_model, resolve_device
+from minisci.serve.models import check_stride, load_task_model, resolve_device
 from minisci.serve.precision import apply_precision
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")

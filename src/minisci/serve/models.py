@@ -171,18 +171,13 @@ def fit_tokenizer(tokenizer, config: dict) -> None:
         tokenizer.model_max_length = top
 
 
-def default_stride(tokenizer) -> int:
-    """Tokens of overlap between the windows of a long text: 64, or half of a window of a model
-    with few positions (a window must hold more than the overlap)."""
-    return min(64, window_room(tokenizer) // 2)
-
-
 def window_room(tokenizer) -> int:
     """Word pieces of text in one window (the special tokens take the rest)."""
     return tokenizer.model_max_length - tokenizer.num_special_tokens_to_add()
 
 
 def check_stride(stride: int, tokenizer, model_dir) -> None:
+    """The overlap must leave room for new text in every window."""
     room = window_room(tokenizer)
     if not 0 <= stride < room:
         raise MinisciError(
