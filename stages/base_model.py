@@ -15,11 +15,11 @@ from minisci.cards import write_model_card
 from minisci.config import ModelConfig, PretrainConfig, load_section
 from minisci.io import atomic_path
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--out", required=True)
     p.add_argument("--params", default="params.yaml")
     args = p.parse_args(argv)

@@ -35,11 +35,11 @@ from minisci.report.export import (
     write_compare_plots,
     write_predictions,
 )
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--metrics-dir", required=True)
     p.add_argument("--models-dir", required=True, help="fine-tuned models with test_predictions.jsonl")
     p.add_argument("--plots-dir", required=True, help="training curves written by the training stages")

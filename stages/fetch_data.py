@@ -16,13 +16,13 @@ import sys
 
 from minisci.config import FetchDataConfig, load_section
 from minisci.data.fetch import fetch_all, read_manifest
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 ENV_MIRROR = "MINISCI_DATA_MIRROR"
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--manifest", required=True, help="TSV: path, bytes, sha256, url")
     p.add_argument("--out", required=True, help="directory to create (replaced atomically)")
     p.add_argument("--params", default="params.yaml")

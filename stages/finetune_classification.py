@@ -22,13 +22,13 @@ from minisci.cards import eval_result
 from minisci.config import FinetuneClassificationConfig, load_section
 from minisci.finetune.classification import run_finetune_classification
 from minisci.finetune.common import publish, stage_arguments
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 CURVES = ("loss", "learning_rate", "dev_macro_f1", "dev_accuracy")
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = stage_arguments(__doc__.splitlines()[0]).parse_args(argv)
+    args = stage_arguments(description(__doc__)).parse_args(argv)
     cfg = load_section(FinetuneClassificationConfig, "finetune_classification", args.params)
     result = run_finetune_classification(args.data, args.model, cfg, args.checkpoints)
     m = result.metrics
@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     confusion = [{"actual": r["gold"], "predicted": r["pred"]} for r in result.test_predictions]
     publish(result, args, CURVES, card, plots={"confusion.json": confusion})
     print(
-        f"finetune_classification {m['dataset']} ({args.model}): best epoch {m['best_epoch']}, "
+        f"finetune_classification {m['dataset']} (from {args.model}): best epoch {m['best_epoch']}, "
         f"dev macro-F1 {m['dev']['macro_f1']:.4f}, test accuracy {m['test']['accuracy']:.4f}, "
-        f"macro-F1 {m['test']['macro_f1']:.4f} ({m['wall_seconds']:.0f} s)"
+        f"macro-F1 {m['test']['macro_f1']:.4f} ({m['wall_seconds']:.0f} s) -> {args.out}"
     )
 
 

@@ -20,12 +20,12 @@ from minisci.cards import eval_result, extend_card
 from minisci.config import FinetuneEmbeddingsConfig, load_section
 from minisci.finetune.embeddings import run_finetune_embeddings
 from minisci.io import atomic_path, write_json
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 from minisci.training import write_curves
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--data", required=True, help="output of fetch_data (pool with titles)")
     p.add_argument("--docs", required=True, help="documents.jsonl from sample_corpus (which documents may be used)")
     p.add_argument("--encoder", required=True, help="encoder to fine-tune")

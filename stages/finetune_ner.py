@@ -15,17 +15,17 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from minisci.cards import eval_result
+from minisci.cards import eval_result, ner_usage
 from minisci.config import FinetuneNerConfig, load_section
 from minisci.finetune.common import publish, stage_arguments
 from minisci.finetune.ner import run_finetune_ner
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 CURVES = ("loss", "learning_rate", "dev_f1", "dev_precision", "dev_recall")
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = stage_arguments(__doc__.splitlines()[0]).parse_args(argv)
+    args = stage_arguments(description(__doc__)).parse_args(argv)
     cfg = load_section(FinetuneNerConfig, "finetune_ner", args.params)
     result = run_finetune_ner(args.data, args.model, cfg, args.checkpoints)
     m = result.metrics
@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> None:
             "test": m["test"],
             "best_epoch": m["best_epoch"],
         },
-        usage=f'from transformers import pipeline\ntagger = pipeline("token-classification", model="{args.out}", '
-        'aggregation_strategy="first")\ntagger("Naloxone reverses the antihypertensive effect of clonidine.")',
+        usage=ner_usage(args.out, cfg.crf, result.tokenizer),
         pipeline_tag="token-classification",
         datasets=[m["dataset"]],
         results=[
@@ -55,8 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     publish(result, args, CURVES, card)
     print(
-        f"finetune_ner {m['dataset']} ({args.model}): best epoch {m['best_epoch']}, dev F1 {m['dev']['f1']:.4f}, "
-        f"test F1 {m['test']['f1']:.4f} ({m['wall_seconds']:.0f} s)"
+        f"finetune_ner {m['dataset']} (from {args.model}): best epoch {m['best_epoch']}, dev F1 {m['dev']['f1']:.4f}, "
+        f"test F1 {m['test']['f1']:.4f} ({m['wall_seconds']:.0f} s) -> {args.out}"
     )
 
 

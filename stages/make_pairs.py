@@ -13,11 +13,11 @@ import time
 from minisci.config import MakePairsConfig, load_section
 from minisci.data.pairs import make_pairs
 from minisci.io import atomic_path, write_json, write_jsonl
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--docs", required=True, help="documents.jsonl from sample_corpus")
     p.add_argument("--out", required=True, help="directory: train.jsonl, heldout.jsonl")
     p.add_argument("--metrics", required=True)

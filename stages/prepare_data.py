@@ -14,11 +14,11 @@ import sys
 
 from minisci.config import SPLITS, catalog_entry
 from minisci.data.prepare import prepare_dataset, write_prepared
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--dataset", required=True, help="catalogue entry (a key of the params 'datasets' section)")
     p.add_argument("--data", required=True, help="the entry's directory (its 'dir')")
     p.add_argument("--out", required=True, help="directory: train/dev/test.jsonl and dataset.json")

@@ -19,12 +19,12 @@ from minisci.cards import eval_result, write_model_card
 from minisci.config import ModelConfig, PretrainConfig, load_section
 from minisci.io import atomic_path, write_json
 from minisci.pretrain.trainer import CURVE_KEYS, run_pretraining
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 from minisci.training import write_curves
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--pairs", required=True, help="directory with train.jsonl and heldout.jsonl")
     p.add_argument("--out", required=True, help="adapted model directory (Hugging Face format)")
     p.add_argument("--checkpoints", required=True, help="checkpoint directory kept across runs for resume")

@@ -15,11 +15,11 @@ import time
 from minisci.config import SampleCorpusConfig, load_catalog, load_section
 from minisci.data.corpus import sample_corpus
 from minisci.io import atomic_path, write_json, write_jsonl
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--raw", required=True, help="output of fetch_data (the pretraining pools)")
     p.add_argument(
         "--datasets", required=True, help="output of prepare_data: every catalogue dataset's test split is guarded"

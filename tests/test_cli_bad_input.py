@@ -189,6 +189,29 @@ def non_index_out(a, t):
     return ["index", "--model", str(a["encoder"]), "--docs", str(a["root"] / "docs.jsonl"), "--out", str(t / "mine")]
 
 
+def web_project_out(a, t):  # a folder that happens to hold an index.json: not an index of ours
+    site = t / "site"
+    (site / "css").mkdir(parents=True)
+    for name in ("index.json", "index.html", "css/site.css"):
+        (site / name).write_text("mine")
+    return ["index", "--model", str(a["encoder"]), "--docs", str(a["root"] / "docs.jsonl"), "--out", str(site)]
+
+
+def other_dimension_model(a, t):
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    config = BertConfig.from_pretrained(a["encoder"])
+    config.hidden_size, config.num_attention_heads, config.intermediate_size = 48, 2, 64
+    save(BertModel(config), AutoTokenizer.from_pretrained(a["encoder"]), t / "wide")
+    return search_argv(a["root"] / "index", "--model", str(t / "wide"))
+
+
+def encoder_gone(a, t):  # an index whose encoder was deleted or never copied along
+    idx = index_copy(a, t)
+    edit_json(idx / "index.json", encoder="../nowhere", model=str(t / "nowhere"))
+    return search_argv(idx)
+
+
 def index_argv(a, *extra) -> list[str]:
     return ["index", "--model", str(a["encoder"]), "--docs", str(a["root"] / "docs.jsonl"), "--out", "unused", *extra]
 
@@ -251,7 +274,14 @@ CASES = [
     ("--precision fp16", lambda a, t: ["cite", "--model", "m", "--precision", "fp16", "x"], 2, r"invalid choice: 'fp16'"),
     ("unknown command", lambda a, t: ["bogus"], 2, r"invalid choice: 'bogus'"),
     # indexes
-    ("--out a directory that is not an index", non_index_out, 1, r"mine: a non-empty directory that is not an index \(no index.json\); refusing"),
+    ("--out a directory that is not an index", non_index_out, 1, r"--out .*mine: not an earlier index \(no .minisci-output file\); refusing to replace it and delete thesis.tex: choose"),
+    ("--out holds an index.json of its own", web_project_out, 1, r"--out .*site: not an earlier index .*delete css/site.css, index.html, index.json: choose"),
+    ("--stride as long as a window", lambda a, t: ["ner", "--model", str(a["ner"]), "--stride", "62", "x"], 1, r"--stride 62: must be between 0 and 61 \(a window of .*ner holds 62 word pieces"),
+    ("--stride -1", lambda a, t: ["ner", "--model", "m", "--stride", "-1", "x"], 2, r"argument --stride: must be >= 0, got -1"),
+    ("search --model of another dimension", other_dimension_model, 1, r"embeddings have dimension 32, the model .*wide gives 48"),
+    ("search, the encoder gone", encoder_gone, 1, r"idx: the encoder it was built with is not found \(.*\); pass the same encoder with --model"),
+    ("demo --port -1", lambda a, t: ["demo", "--port", "-1"], 2, r"argument --port: must be >= 1, got -1"),
+    ("demo --port 70000", lambda a, t: ["demo", "--port", "70000"], 2, r"argument --port: must be <= 65535, got 70000"),
     ("not an index", lambda a, t: search_argv(t), 1, r"not an index \(no index.json\)"),
     ("more documents than rows", more_docs_than_rows, 1, r"inconsistent index: 3 embeddings, 4 documents, index.json says 3"),
     ("fewer documents than rows", fewer_docs_than_rows, 1, r"inconsistent index: 3 embeddings, 2 documents"),

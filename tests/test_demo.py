@@ -139,6 +139,50 @@ def test_page_says_why_no_reviewer_is_ranked(monkeypatch, tiny_model_dir, index_
     assert not at.warning and [r["author"] for r in at.table[0].value.to_dict("records")] == ["Dee", "Ada", "Cy"]
 
 
+def test_page_says_there_is_no_index_when_asked_to_search_or_recommend(monkeypatch, tiny_model_dir):
+    at = app(monkeypatch, embeddings=tiny_model_dir)
+    at.text_input[0].input("aspirin")
+    at = at.button[2].click().run()
+    assert not at.exception and any("No index yet" in w.value for w in at.warning)
+    at.text_area[2].input("shortest paths in sparse graphs")
+    at = at.button[3].click().run()
+    warnings = [w.value for w in at.warning]
+    assert not at.exception and any("No index yet" in w and "Semantic search tab" in w for w in warnings), warnings
+
+
+class Upload:
+    """What ``st.file_uploader`` returns for a file a person chose."""
+
+    name = "broken.jsonl"
+
+    def getvalue(self) -> bytes:
+        return b'{"id": "x"}\n'  # no title, no text
+
+
+def test_a_failed_upload_keeps_the_servers_own_index(monkeypatch, tiny_model_dir, index_dir):
+    import streamlit
+
+    monkeypatch.setattr(streamlit, "file_uploader", lambda *a, **k: Upload())
+    at = app(monkeypatch, embeddings=tiny_model_dir, index=index_dir)
+    assert not at.exception and "broken.jsonl:1: expected an 'id'" in at.error[0].value
+    at.text_input[0].input("Lung cancer lung cancer treatment with cisplatin")
+    at = at.button[2].click().run()
+    assert not at.exception and at.table[0].value.to_dict("records")[0]["id"] == "p2"
+
+
+def test_entity_table_shows_the_input_text_not_the_lower_cased_pieces():
+    text = "Huntington disease and HD."
+    entities = [{"entity_group": "Disease", "score": 0.9, "word": "huntington disease", "start": 0, "end": 18}]
+    assert demo.entity_rows(text, entities)[0]["text"] == "Huntington disease"
+
+
+def test_messages_use_the_right_article():
+    with pytest.raises(MinisciError, match="^Type or paste an abstract first.$"):
+        demo.check_text("  ", "abstract")
+    with pytest.raises(MinisciError, match="^Type or paste a query first.$"):
+        demo.check_text("", "query")
+
+
 # 2. the page in a real browser
 
 
@@ -243,3 +287,67 @@ def test_page_in_a_real_browser(demo_url, tmp_path):
         driver.save_screenshot(str(shots / "demo_search.png"))
     finally:
         driver.quit()
+
+
+# 3. stopping `minisci demo` stops its server
+
+
+def start_demo(tmp_path, tiny_finetuned, tiny_model_dir, index_dir):
+    """``minisci demo`` and its Streamlit child, once the page answers."""
+    import psutil
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "minisci.serve.cli", "demo", "--port", str(port)]
+    cmd += ["--ner", str(tiny_finetuned["ner"]), "--cite", str(tiny_finetuned["cite"])]
+    cmd += ["--embeddings", str(tiny_model_dir), "--index", str(index_dir)]
+    log = tmp_path / "demo.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"minisci demo did not start:\n{log.read_text()}")
+        time.sleep(0.3)
+    (server,) = psutil.Process(proc.pid).children()
+    return proc, server, port
+
+
+def port_is_free(port: int) -> bool:
+    """Could a new server listen on ``port`` (connections of the old one in TIME_WAIT do not count)?"""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"])
+def test_stopping_the_demo_by_its_pid_stops_streamlit(sig, tmp_path, tiny_finetuned, tiny_model_dir, index_dir):
+    """``kill PID`` of ``minisci demo`` alone (not its process group, as a terminal's Ctrl+C would)."""
+    import psutil
+
+    proc, server, port = start_demo(tmp_path, tiny_finetuned, tiny_model_dir, index_dir)
+    try:
+        os.kill(proc.pid, sig)
+        code = proc.wait(timeout=30)
+        assert code == (-9 if sig == signal.SIGKILL else 0), (tmp_path / "demo.log").read_text()
+        psutil.wait_procs([server], timeout=30)
+        assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
+        deadline = time.monotonic() + 10
+        while not port_is_free(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert port_is_free(port)
+    finally:
+        if server.is_running():
+            server.kill()
+        if proc.poll() is None:
+            proc.kill()

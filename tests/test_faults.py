@@ -244,7 +244,7 @@ def _raise(exc: BaseException):
             UnicodeDecodeError("utf-8", b"ab\xff", 2, 3, "invalid"),
             "error: input is not UTF-8: byte 0xff at byte offset 2",
         ),
-        (json.JSONDecodeError("Expecting value", "x\n{", 2), "error: invalid JSON: Expecting value at line 2 column 1"),
+        (json.JSONDecodeError("Expecting value", "x\n{", 2), "error: invalid JSON: Expecting value: line 2 column 1"),
         (yaml.YAMLError("bad\nthing"), "error: invalid YAML: bad thing"),
     ],
 )

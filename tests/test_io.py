@@ -18,7 +18,8 @@ from minisci.io import iter_jsonl, read_jsonl, read_text, read_text_lines
     [
         (b'\xef\xbb\xbf{"a": 1}\n', r"x.jsonl:1: starts with a UTF-8 byte-order mark"),
         (b'{"a": 1}\n{"a": "caf\xe9"}\n', r"x.jsonl:2: not UTF-8: byte 0xe9 at byte offset 19"),
-        (b'{"a": 1}\n{"a": \n', r"x.jsonl:2: invalid JSON \(Expecting value at column 7\)"),
+        (b'{"a": 1}\n{"a": \n', r"x.jsonl:2: invalid JSON \(Expecting value: column 7\)"),
+        (b'{"a": "open\n', r"x.jsonl:1: invalid JSON \(Unterminated string starting at: column 7\)"),
         (b'{"a": 1}\n\n', r"x.jsonl:2: empty line"),
         (b"[1, 2]\n", r"x.jsonl:1: expected a JSON object, got list"),
         (b"1" * 5000 + b"\n", r"x.jsonl:1: invalid JSON \(Exceeds the limit"),

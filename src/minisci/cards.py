@@ -41,6 +41,45 @@ def public_name(value: object) -> object:
         return Path(value).name
 
 
+WINDOW_OVERLAP = 64  # word pieces two windows of a long text share, so an entity at a window's edge is seen whole
+
+
+def default_stride(tokenizer) -> int:
+    """The overlap of the windows of a long text (the pipeline's ``stride``): 64 word pieces, or half
+    a window of a model with few positions (a window must hold more than the overlap). Used by
+    ``minisci ner``, :class:`minisci.NerTagger` and the pipeline call of an NER card alike."""
+    room = tokenizer.model_max_length - tokenizer.num_special_tokens_to_add()
+    return min(WINDOW_OVERLAP, room // 2)
+
+
+EXAMPLE_TEXT = "Naloxone reverses the antihypertensive effect of clonidine."
+
+
+def ner_usage(model_dir: str, crf: bool, tokenizer) -> str:
+    """The usage block of an NER model card: code that gives exactly ``minisci ner``'s entities.
+
+    A softmax head is a stock ``BertForTokenClassification``, so the card shows the transformers
+    pipeline, with the stride ``minisci ner`` windows long texts with (without it the pipeline cuts
+    them). A CRF head's transitions live in no transformers class: ``pipeline()`` would load the
+    model as a plain token classifier, drop the transitions (only an "UNEXPECTED" line in a load
+    report says so) and find other entities. Loading it stock cannot be made to fail loudly without
+    custom code (``trust_remote_code``), so its card does not show the pipeline: it shows
+    :class:`minisci.NerTagger` and ``minisci ner``, which decode with the CRF, and says why.
+    """
+    cli = f'# the same entities from the command line:\n# minisci ner --model {model_dir} "{EXAMPLE_TEXT}"'
+    if not crf:
+        return (
+            f'from transformers import pipeline\n\ntagger = pipeline("token-classification", model="{model_dir}", '
+            f'aggregation_strategy="first", stride={default_stride(tokenizer)})\ntagger("{EXAMPLE_TEXT}")\n{cli}'
+        )
+    return (
+        "# This model decodes with a CRF (learned tag transitions, constrained Viterbi). No transformers\n"
+        '# class holds the transitions: pipeline("token-classification") would load it as a plain\n'
+        "# token classifier, silently drop them and find other entities. Use minisci's tagger:\n"
+        f'from minisci import NerTagger\n\ntagger = NerTagger("{model_dir}")\ntagger("{EXAMPLE_TEXT}")\n{cli}'
+    )
+
+
 def eval_result(task_type: str, dataset: str, metric: str, value: float, split: str = "test", name: str = ""):
     """One ``model-index`` entry: a score of this run on a catalogue dataset."""
     from huggingface_hub import EvalResult

@@ -47,36 +47,89 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _siblings(path: Path, suffix: str) -> list[Path]:
-    """Temporaries of ``path`` named as :func:`atomic_path` names them: ``.NAME.<random>.<suffix>``."""
-    pattern = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}\.{suffix}$")
-    if not path.parent.is_dir():
-        return []
-    return sorted(p for p in path.parent.iterdir() if pattern.match(p.name))
+# A temporary of atomic_path: ``.NAME.<8 random characters>.tmp``, and the ``.old`` aside of the
+# move-aside fallback, named after it. The writer holds an exclusive lock on a file inside its
+# temporary for as long as it runs, so a temporary whose lock is free was left by a killed run.
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}\.(?P<kind>tmp|old)$")
+_LOCK = ".minisci-writing"
+
+
+def _lock(tmp: Path):
+    """Hold the temporary ``tmp`` as ours until the returned file is closed (or the process dies)."""
+    f = open(tmp / _LOCK, "wb")  # noqa: SIM115 - closed by atomic_path
+    try:
+        import fcntl
+
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:  # no flock (Windows): a live writer is then told apart by nothing
+        pass
+    return f
+
+
+def _abandoned(tmp: Path) -> bool:
+    """Was ``tmp`` left by a run that no longer holds it (killed, or from a version without locks)?"""
+    if not tmp.is_dir() or tmp.is_symlink():
+        return True
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    try:
+        fd = os.open(tmp / _LOCK, os.O_RDONLY)
+    except OSError:  # no lock file: the writer died before taking it, or predates locks
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a live writer holds it
+    finally:
+        os.close(fd)
+    return True
 
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
 
 
-def recover(path: str | Path) -> None:
-    """Undo what a killed :func:`atomic_path` left beside ``path``.
+def recover_dir(directory: str | Path) -> None:
+    """Undo what killed :func:`atomic_path` writes left in ``directory``, for any output there.
 
-    A kill after the old output was moved aside but before the new one was moved in leaves no
-    ``path`` and an ``.old`` aside: the aside goes back (the old content wins). Every other
-    temporary is removed.
+    A kill in the move-aside fallback, after the old output was moved aside but before the new one
+    was moved in, leaves no output and an ``.old`` aside: the aside goes back (the old content
+    wins). Every abandoned temporary is removed. Temporaries of a writer still running are left
+    alone.
     """
-    path = Path(path)
-    for aside in _siblings(path, "old"):
-        if not os.path.lexists(path):
-            os.rename(aside, path)
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    found = [(m, directory / m.group(0)) for m in map(_TEMPORARY.match, sorted(os.listdir(directory))) if m]
+    for m, aside in found:
+        if m["kind"] != "old" or not _abandoned(aside.with_suffix(".tmp")):
+            continue
+        output = directory / m["name"]
+        if not os.path.lexists(output):
+            os.rename(aside, output)
         else:
             _remove(aside)
-    for tmp in _siblings(path, "tmp"):
-        _remove(tmp)
+    for m, tmp in found:
+        if m["kind"] == "tmp" and _abandoned(tmp):
+            _remove(tmp)
+
+
+def recover(path: str | Path) -> None:
+    """Undo what killed writes left beside ``path`` (:func:`recover_dir` of its folder)."""
+    recover_dir(Path(path).parent)
+
+
+def sweep(root: str | Path) -> None:
+    """:func:`recover_dir` in every folder under ``root`` (hidden folders and links not followed):
+    what any run does first, so a kill during one stage leaves no debris after the next run of any."""
+    for directory, subdirs, _ in os.walk(root):
+        recover_dir(directory)
+        subdirs[:] = [d for d in subdirs if not d.startswith(".")]
 
 
 def is_our_output(path: Path, owned: Callable[[Path], bool] | None = None) -> bool:
@@ -87,15 +140,25 @@ def is_our_output(path: Path, owned: Callable[[Path], bool] | None = None) -> bo
     return owned is not None and owned(path)
 
 
-def _check_replaceable(path: Path, new_is_dir: bool, owned: Callable[[Path], bool] | None) -> None:
+def foreign_files(path: Path, limit: int = 5) -> str:
+    """The first ``limit`` files under ``path`` (and how many more), for a refusal to name what a
+    replacement would delete."""
+    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if not p.is_dir())
+    shown = ", ".join(files[:limit]) + (f" and {len(files) - limit} more" if len(files) > limit else "")
+    return shown or "empty folders"
+
+
+def check_replaceable(path: str | Path, new_is_dir: bool = True, owned: Callable[[Path], bool] | None = None) -> None:
+    """Raise :class:`OutputExistsError` unless :func:`atomic_path` may replace ``path`` (see there)."""
+    path = Path(path)
     if path.is_symlink():
         if new_is_dir:
             raise OutputExistsError(f"{path}: is a symbolic link; refusing to replace it with a directory")
         return  # a file output replaces the link itself, never its target
     if path.is_dir() and not is_our_output(path, owned):
         raise OutputExistsError(
-            f"{path}: exists and is not an earlier minisci output (no {OUTPUT_MARKER} file); "
-            "refusing to delete it: remove it yourself or choose another output path"
+            f"{path}: exists and is not an earlier minisci output (no {OUTPUT_MARKER} file); refusing to "
+            f"delete what it holds ({foreign_files(path)}): remove it yourself or choose another output path"
         )
     if path.exists() and not path.is_dir() and new_is_dir:
         raise OutputExistsError(f"{path}: exists and is a file; refusing to replace it with a directory")
@@ -151,18 +214,20 @@ def atomic_path(path: str | Path, owned: Callable[[Path], bool] | None = None) -
     path.parent.mkdir(parents=True, exist_ok=True)
     recover(path)
     if os.path.lexists(path):
-        _check_replaceable(path, new_is_dir=path.is_dir(), owned=owned)
+        check_replaceable(path, new_is_dir=path.is_dir(), owned=owned)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     target = tmp / path.name
+    lock = _lock(tmp)
     try:
         yield target
         if target.is_dir():
             (target / OUTPUT_MARKER).write_text(_MARKER_TEXT, encoding="utf-8")
         if os.path.lexists(path):  # the block may have produced a directory where a file was
-            _check_replaceable(path, new_is_dir=target.is_dir(), owned=owned)
+            check_replaceable(path, new_is_dir=target.is_dir(), owned=owned)
         _swap_in(target, path, tmp.with_suffix(".old"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        lock.close()
 
 
 def write_json(path: str | Path, obj: Any) -> None:
@@ -233,7 +298,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataFormatError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
+            raise DataFormatError(path, lineno, f"invalid JSON ({e.msg}: column {e.colno})") from None
         except (ValueError, RecursionError) as e:  # a 5000-digit number, 100k nested brackets
             raise DataFormatError(path, lineno, f"invalid JSON ({str(e).splitlines()[0]})") from None
         if not isinstance(obj, dict):

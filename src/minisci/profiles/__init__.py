@@ -1,16 +1,20 @@
 """Named parameter profiles, applied with DVC's own experiment mechanism:
 
-    dvc exp run $(python -m minisci.profiles quick)     # ~6 min first look
-    dvc exp run $(python -m minisci.profiles paper)     # the original recipe, on a GPU
+    python -m minisci.profiles quick --run             # ~6 min first look: runs `dvc exp run -S ...`
+    python -m minisci.profiles paper --run --temp      # the original recipe, on a GPU; extra dvc args follow
 
-A profile is a YAML mapping of ``section.key: value`` overrides; this module prints them as
-``-S section.key=value`` arguments (``dvc exp run --set-param``), after checking every key exists
-in params.yaml, so the profile's run is an ordinary, comparable DVC experiment.
+A profile is a YAML mapping of ``section.key: value`` overrides, turned into ``-S section.key=value``
+arguments (``dvc exp run --set-param``) after checking every key exists in params.yaml, so the
+profile's run is an ordinary, comparable DVC experiment. ``--run`` runs ``dvc exp run`` itself: a
+typo in the name is then an error, where ``dvc exp run $(python -m minisci.profiles NAME)`` (which
+still works: without ``--run`` the arguments are printed) would start the default 2.5 h experiment
+with nothing substituted.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
@@ -22,18 +26,36 @@ from minisci.errors import ConfigError
 NAMES = ("quick", "paper")
 
 
+USAGE = f"usage: python -m minisci.profiles {{{'|'.join(NAMES)}}} [--run [DVC_EXP_RUN_ARGS...]]"
+HELP = f"""{USAGE}
+
+Apply a named parameter profile as a DVC experiment.
+
+  NAME         print the profile's `-S section.key=value` arguments for `dvc exp run`
+  NAME --run   run `dvc exp run` with them; the arguments after --run go to dvc (e.g. --temp, -n NAME)
+
+Profiles: quick (a ~6 min first look on tiny sizes), paper (the original recipe, on a GPU).
+Run from the project root (where params.yaml is)."""
+
+
 def load_profile(name: str) -> dict:
     if name not in NAMES:
-        raise ConfigError(f"unknown profile {name!r}; known: {list(NAMES)}")
+        raise ConfigError(f"unknown profile {name!r}; known: {', '.join(NAMES)}")
     return yaml.safe_load(resources.files(__package__).joinpath(f"{name}.yaml").read_text())
 
 
 def set_param_args(name: str, params_path: str | Path = "params.yaml") -> list[str]:
-    params = yaml.safe_load(Path(params_path).read_text())
+    profile = load_profile(name)
+    params_path = Path(params_path)
+    if not params_path.is_file():
+        raise ConfigError(f"{params_path}: not found in {Path.cwd()}; run from the project root (where params.yaml is)")
+    params = yaml.safe_load(params_path.read_text(encoding="utf-8"))
+    if not isinstance(params, dict):
+        raise ConfigError(f"{params_path}: expected a mapping of params sections")
     args = []
-    for key, value in load_profile(name).items():
+    for key, value in profile.items():
         section, _, field = key.partition(".")
-        if field not in params.get(section, {}):
+        if not isinstance(params.get(section), dict) or field not in params[section]:
             raise ConfigError(f"profile {name}: {key} is not a key of {params_path}")
         args += ["-S", f"{key}={_yaml_value(value)}"]
     return args
@@ -48,9 +70,27 @@ def _yaml_value(value) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print a profile's arguments, or with ``--run`` run ``dvc exp run`` with them. Every failure
+    is one line on stderr and exit code 2, so nothing runs on a typo."""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print(f"usage: python -m minisci.profiles {{{'|'.join(NAMES)}}}", file=sys.stderr)
+    if argv[:1] in (["-h"], ["--help"]):
+        print(HELP)
+        return 0
+    if not argv or argv[0].startswith("-") or (len(argv) > 1 and argv[1] != "--run"):
+        print(f"error: {USAGE} (see --help)", file=sys.stderr)
         return 2
-    print(" ".join(set_param_args(argv[0])))
-    return 0
+    try:
+        args = set_param_args(argv[0])
+    except (ConfigError, OSError, yaml.YAMLError) as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    if len(argv) == 1:
+        print(" ".join(args))
+        return 0
+    cmd = [sys.executable, "-m", "dvc", "exp", "run", *args, *argv[2:]]
+    print(f"minisci.profiles: dvc exp run {' '.join(args + argv[2:])}", file=sys.stderr)
+    try:
+        return subprocess.call(cmd)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

@@ -252,7 +252,24 @@ def read_show(path: str | None) -> list[dict]:
         raise MinisciError(f"{path}: cannot read dvc exp show JSON: {e}") from None
     if not isinstance(show, list):
         raise MinisciError(f"{path}: expected the list that dvc exp show --json prints")
+    for i, commit in enumerate(show):  # the shapes the readers rely on, checked once with a place
+        _expect(path, f"[{i}]", commit, dict)
+        _expect(path, f"[{i}].data", commit.get("data"), dict)
+        _expect(path, f"[{i}].experiments", commit.get("experiments"), list)
+        for j, exp in enumerate(commit.get("experiments") or []):
+            _expect(path, f"[{i}].experiments[{j}]", exp, dict)
+            _expect(path, f"[{i}].experiments[{j}].revs", exp.get("revs"), list)
+            for r, rev in enumerate(exp.get("revs") or []):
+                _expect(path, f"[{i}].experiments[{j}].revs[{r}]", rev, dict)
+                _expect(path, f"[{i}].experiments[{j}].revs[{r}].data", rev.get("data"), dict)
     return show
+
+
+def _expect(path, where: str, value, kind: type) -> None:
+    if value is not None and not isinstance(value, kind):
+        raise MinisciError(
+            f"{path}: {where}: expected a {kind.__name__} as dvc exp show --json prints, got {type(value).__name__}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

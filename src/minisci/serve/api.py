@@ -23,11 +23,13 @@ Three classes wrap what the ``minisci`` commands run (:mod:`minisci.serve.infere
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, overload
 
-from minisci.serve import inference, models, search
+from minisci.errors import MinisciError
+from minisci.serve import checks, inference, models, search
 
 # The model class suffix each task needs (config.json's "architectures"), so that a citation model
 # given to the tagger fails with one line instead of tagging nonsense.
@@ -35,14 +37,17 @@ from minisci.serve import inference, models, search
 
 def check_task(model_dir: str | Path, task: str) -> Path:
     """``model_dir`` if it holds a fine-tuned model for ``task`` (``ner`` or ``cite``), else a one-line error."""
-    path = Path(model_dir)
+    path = models.model_path(model_dir)
     models.check_task(path, models.read_config(path), task)
     return path
 
 
-def _one_or_many(texts: str | Sequence[str]) -> tuple[list[str], bool]:
+def _one_or_many(texts: str | Sequence[str], what: str = "texts") -> tuple[list[str], bool]:
+    """A text or a list of texts, checked as the command line checks its inputs."""
     if isinstance(texts, str):
         return [texts], True
+    if not isinstance(texts, Sequence):
+        raise MinisciError(f"{what}: expected a text (str) or a list of texts, got {type(texts).__name__}")
     return list(texts), False
 
 
@@ -53,7 +58,8 @@ class NerTagger:
         model_dir: a fine-tuned token-classification model directory.
         batch_size: windows per length-sorted batch.
         stride: tokens of overlap between the windows of a text longer than the model's maximum
-            length (long texts are windowed, not cut).
+            length (long texts are windowed, not cut); default 64, or half a window of a model with
+            fewer positions.
         precision: ``fp32`` (exactly the transformers pipeline), ``bf16`` or ``int8``
             (see :mod:`minisci.serve.precision`).
         backend: ``torch``, or ``onnx`` (ONNX Runtime on CPU, fp32 or int8; see
@@ -67,7 +73,7 @@ class NerTagger:
         self,
         model_dir: str | Path,
         batch_size: int = 32,
-        stride: int = 64,
+        stride: int | None = None,
         precision: str = "fp32",
         backend: str = "torch",
     ):
@@ -133,11 +139,9 @@ class Index:
     """
 
     def __init__(self, index_dir: str | Path, encoder_dir: str | Path | None = None, precision: str | None = None):
-        self.index_dir = Path(index_dir)
+        self.index_dir = models.model_path(index_dir, "index_dir")
         self.vectors, self.documents, self.info = search.load_index(self.index_dir)
-        self.encoder = search.load_encoder(
-            encoder_dir or self.info["model"], precision or self.info.get("precision", "fp32")
-        )
+        self.encoder = search.load_query_encoder(self.index_dir, self.info, self.vectors, encoder_dir, precision)
 
     @classmethod
     def build(cls, model_dir: str | Path, docs: str | Path | list[dict], out_dir: str | Path, **options: Any) -> Index:
@@ -145,7 +149,9 @@ class Index:
         read by :func:`minisci.serve.search.read_collection`, into ``out_dir``, and load it.
         ``options``: ``batch_size``, ``max_length``, ``precision``, ``max_tokens`` of ``minisci index``."""
         documents = search.read_collection(docs) if isinstance(docs, (str, Path)) else docs
-        search.build_index(model_dir, documents, out_dir, **options)
+        info = search.build_index(model_dir, documents, out_dir, **options)
+        if info["duplicate_ids"]:
+            warnings.warn(search.duplicate_warning(info["duplicate_ids"]), stacklevel=2)
         return cls(out_dir, encoder_dir=model_dir)
 
     def __len__(self) -> int:
@@ -164,7 +170,10 @@ class Index:
 
     def search(self, queries, k=10):
         """The ``k`` best documents per query: ``{"rank", "score", "id", "title", "authors"}``, as ``minisci search``."""
-        batch, single = _one_or_many(queries)
+        checks.check_k(k)
+        batch, single = _one_or_many(queries, "queries")
+        for q in batch:
+            checks.check_text(q, "query")
         out = [search.rank_documents(s, self.documents, k) for s in self._scores(batch)]
         return out[0] if single else out
 
@@ -174,4 +183,8 @@ class Index:
         """Authors ranked by their papers' similarity to ``abstract``: ``{"rank", "author", "score", "papers"}``,
         as ``minisci reviewers``. ``exclude``: conflicts of interest (case-insensitive names);
         ``aggregation``: ``max`` (best paper) or ``mean_top3``."""
-        return search.rank_authors(self._scores([abstract])[0], self.documents, k, tuple(exclude), aggregation)
+        checks.check_k(k)
+        if isinstance(exclude, str):  # one name, not its letters
+            exclude = [exclude]
+        scores = self._scores([checks.check_text(abstract, "abstract")])[0]
+        return search.rank_authors(scores, self.documents, k, tuple(exclude), aggregation)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from minisci.errors import DataFormatError, MinisciError
+from minisci.serve.checks import whole_number_problem
 from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
 from minisci.stage import describe
 
@@ -80,7 +81,9 @@ def cmd_ner(args) -> None:
     from minisci.serve.inference import tag, token_classifier
 
     texts = _texts(args)
-    pipe = token_classifier(args.model, precision=args.precision, device=args.device, backend=args.backend)
+    pipe = token_classifier(
+        args.model, stride=args.stride, precision=args.precision, device=args.device, backend=args.backend
+    )
     with _progress(None, "tagging", unit="window") as bar:
         results = tag(pipe, texts, args.batch_size, progress=bar.update)
     _emit(
@@ -89,7 +92,7 @@ def cmd_ner(args) -> None:
         lambda r: "\n".join(
             [clean(r["text"])]
             + [
-                f"  {e['start']}-{e['end']}\t{clean(e['entity_group'])}\t{e['score']:.3f}\t{clean(e['word'])}"
+                f"  {e['start']}-{e['end']}\t{clean(e['entity_group'])}\t{e['score']:.3f}\t{clean(r['text'][e['start'] : e['end']])}"
                 for e in r["entities"]
             ]
         ),
@@ -111,7 +114,7 @@ def cmd_cite(args) -> None:
 
 
 def cmd_index(args) -> None:
-    from minisci.serve.search import build_index, check_out_dir, read_collection
+    from minisci.serve.search import build_index, check_out_dir, duplicate_warning, read_collection
 
     check_out_dir(args.out)  # before the slow part
     docs = read_collection(args.docs)
@@ -127,6 +130,8 @@ def cmd_index(args) -> None:
             max_tokens=args.max_tokens,
             device=args.device,
         )
+    if info["duplicate_ids"]:
+        print(f"warning: {args.docs}: {duplicate_warning(info['duplicate_ids'])}", file=sys.stderr)
     print(
         json.dumps(info)
         if args.jsonl
@@ -137,7 +142,7 @@ def cmd_index(args) -> None:
 def cmd_search(args) -> None:
     from minisci.serve.search import search
 
-    hits = search(args.index, " ".join(args.query), args.k, device=args.device)
+    hits = search(args.index, " ".join(args.query), args.k, device=args.device, model=args.model)
     _emit(hits, args.jsonl, lambda h: f"{h['rank']:>3}  {h['score']:.4f}  {clean(h['id'])}  {clean(h['title'])}")
 
 
@@ -148,7 +153,7 @@ def cmd_reviewers(args) -> None:
     if not abstract:
         raise MinisciError(f"{args.abstract}: empty abstract")
     ranked = recommend_reviewers(
-        args.index, abstract, args.k, tuple(args.exclude), args.aggregation, device=args.device
+        args.index, abstract, args.k, tuple(args.exclude), args.aggregation, device=args.device, model=args.model
     )
     if not ranked:
         from minisci.serve.search import load_index, why_no_reviewers
@@ -165,16 +170,18 @@ def cmd_reviewers(args) -> None:
 # Options ----------------------------------------------------------------------------------------------
 
 
-def at_least(low: int):
-    """An argparse type: a whole number >= ``low`` (``-k -3`` is an error, not Python slicing)."""
+def at_least(low: int, high: int | None = None):
+    """An argparse type: a whole number in ``[low, high]`` (``-k -3`` is an error, not Python
+    slicing), checked by the same function as the Python API's arguments."""
 
     def parse(value: str) -> int:
         try:
             n = int(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-        if n < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {n}")
+        problem = whole_number_problem(n, low, high)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
         return n
 
     parse.__name__ = f"integer >= {low}"
@@ -257,6 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--model", required=True, help="fine-tuned model directory")
         sp.add_argument("--file", help="UTF-8 file with one text per line")
         sp.add_argument("--batch-size", type=at_least(1), default=32, help="texts per length-sorted batch")
+        if name == "ner":
+            sp.add_argument(
+                "--stride",
+                type=at_least(0),
+                help="word pieces of overlap between the windows of a text longer than the model takes "
+                "(default: 64, or half a window for a model with fewer positions)",
+            )
         add_precision(sp)
         sp.add_argument(
             "--backend",
@@ -272,7 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="encoder directory: a sentence-transformers model (its own pooling) or a plain encoder (mean-pooled)",
     )
     sp.add_argument("--docs", required=True, help="JSONL documents")
-    sp.add_argument("--out", required=True, help="index directory to create (an earlier index there is replaced)")
+    sp.add_argument(
+        "--out",
+        required=True,
+        help="index directory to create (an earlier index there is replaced; any other non-empty directory is refused)",
+    )
     sp.add_argument("--batch-size", type=at_least(1), default=64, help="windows per batch at most")
     sp.add_argument(
         "--max-tokens",
@@ -287,13 +305,19 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: 256, or the model's maximum positions if fewer)",
     )
     add_precision(sp, "queries to the index use the same precision")
+    model_help = (
+        "encoder that embeds the query (default: the one the index records, found relative to the index, "
+        "then at its absolute path); must give the index's dimension"
+    )
     sp = add("search", cmd_search, "top-k documents of an index for a query, with cosine scores")
     sp.add_argument("query", nargs="+", help="query text (several words are joined by spaces)")
     sp.add_argument("--index", required=True, help="index directory written by `minisci index`")
+    sp.add_argument("--model", help=model_help)
     sp.add_argument("-k", type=at_least(1), default=10, help="number of documents to return")
     sp = add("reviewers", cmd_reviewers, "rank authors of an index by similarity of their papers to an abstract")
     sp.add_argument("abstract", help="UTF-8 file holding the abstract")
     sp.add_argument("--index", required=True, help="index directory written by `minisci index`")
+    sp.add_argument("--model", help=model_help)
     sp.add_argument("-k", type=at_least(1), default=10, help="number of authors to return")
     sp.add_argument(
         "--exclude", action="append", default=[], help="author to exclude (conflict of interest); repeatable"

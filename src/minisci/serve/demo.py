@@ -59,17 +59,61 @@ def streamlit_flags(host: str, port: int) -> list[str]:
     return [f"--{key}={value}" for key, value in options.items()]
 
 
+def _die_with_parent() -> None:
+    """In the Streamlit child, before it starts (Linux): SIGTERM it when ``minisci demo`` dies, even
+    by SIGKILL, so no server is left holding the port with no one to stop it."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class _Stopped(Exception):
+    """``minisci demo`` received SIGTERM (``kill PID``, a service manager stopping it)."""
+
+
+def _raise_stopped(signum, frame):
+    raise _Stopped
+
+
 def launch(ner: str, cite: str, embeddings: str, index: str | None, host: str, port: int) -> int:
-    """Run the page until interrupted; returns Streamlit's exit code."""
+    """Run the page until stopped (Ctrl+C, SIGINT or SIGTERM), stopping Streamlit with it; returns
+    Streamlit's exit code, 0 when stopped."""
+    import signal
+
     if importlib.util.find_spec("streamlit") is None:
         raise MinisciError("streamlit is not installed; run `pip install -r requirements.txt`")
     page_args = ["--ner", ner, "--cite", cite, "--embeddings", embeddings] + (["--index", index] if index else [])
     cmd = [sys.executable, "-m", "streamlit", "run", str(PAGE), *streamlit_flags(host, port), "--", *page_args]
     print(f"minisci demo: http://{host}:{port} (Ctrl+C stops it)", file=sys.stderr)
+    previous = signal.signal(signal.SIGTERM, _raise_stopped)
     try:
-        return subprocess.call(cmd)
-    except KeyboardInterrupt:  # Ctrl+C reaches Streamlit too, which shuts down by itself
+        server = subprocess.Popen(cmd, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    except BaseException:
+        signal.signal(signal.SIGTERM, previous)
+        raise
+    try:
+        return server.wait()
+    except (KeyboardInterrupt, _Stopped):  # Ctrl+C in a terminal reaches Streamlit too; a kill of our PID does not
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not leave the server behind
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _stop(server)
+        print("minisci demo: stopped", file=sys.stderr)
         return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(server: subprocess.Popen, grace: float = 10.0) -> None:
+    """Ask the server to shut down (SIGTERM, as Streamlit expects); kill it if it does not in time."""
+    if server.poll() is None:
+        server.terminate()
+    try:
+        server.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 def page_parser() -> argparse.ArgumentParser:
@@ -93,7 +137,10 @@ def add_demo_parser(sub) -> None:
     help_ = "start a local web page on the models: NER, citation intent, semantic search, reviewers"
     sp = sub.add_parser("demo", help=help_, description=help_, parents=[page_parser()])
     sp.add_argument("--host", default="127.0.0.1", help="address to serve on (default: this machine only)")
-    sp.add_argument("--port", type=int, default=8501, help="port to serve on")
+    from minisci.serve.checks import PORTS
+    from minisci.serve.cli import at_least
+
+    sp.add_argument("--port", type=at_least(*PORTS), default=8501, help=f"port to serve on ({PORTS[0]}-{PORTS[1]})")
     sp.set_defaults(fn=run_demo)
 
 
@@ -107,12 +154,16 @@ def check_text(text: str | None, what: str = "text", cli: str = "minisci ner --f
     """The text, stripped, or a one-line error for an empty or too long one."""
     text = (text or "").strip()
     if not text:
-        raise MinisciError(f"Type or paste a {what} first.")
+        raise MinisciError(f"Type or paste {_article(what)} {what} first.")
     if len(text) > MAX_CHARS:
         raise MinisciError(
             f"The {what} has {len(text):,} characters; the page takes at most {MAX_CHARS:,}. Use `{cli}` for longer texts."
         )
     return text
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def entity_colours(labels: list[str]) -> dict[str, str]:
@@ -136,6 +187,26 @@ def entity_html(text: str, entities: list[dict], colours: dict[str, str]) -> str
         pos = e["end"]
     parts.append(html.escape(text[pos:]))
     return f'<div class="minisci-ner" style="line-height:2;white-space:pre-wrap">{"".join(parts)}</div>'
+
+
+def entity_rows(text: str, entities: list[dict]) -> list[dict]:
+    """The entity table: each entity's text as the input has it (a lower-casing tokenizer's decoded
+    ``word`` would show "huntington disease" for "Huntington disease")."""
+    return [
+        {
+            "type": e["entity_group"],
+            "text": text[e["start"] : e["end"]],
+            "start": e["start"],
+            "end": e["end"],
+            "score": f"{e['score']:.3f}",
+        }
+        for e in entities
+    ]
+
+
+NO_INDEX = (
+    "No index yet: start the page with `--index DIR` (built by `minisci index`) or upload a JSONL collection above."
+)
 
 
 def legend_html(colours: dict[str, str]) -> str:

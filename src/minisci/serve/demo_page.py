@@ -63,17 +63,7 @@ def ner_tab(model_dir: str) -> None:
     if not entities:
         st.info("No entities found.")
         return
-    rows = [
-        {
-            "type": e["entity_group"],
-            "text": e["word"],
-            "start": e["start"],
-            "end": e["end"],
-            "score": f"{e['score']:.3f}",
-        }
-        for e in entities
-    ]
-    st.table(rows)
+    st.table(demo.entity_rows(text, entities))
 
 
 def cite_tab(model_dir: str) -> None:
@@ -94,21 +84,25 @@ def cite_tab(model_dir: str) -> None:
 
 
 def current_index(index_dir: str | None, encoder_dir: str) -> Index | None:
-    """The uploaded collection's index if there is one, else ``--index``'s; errors shown, ``None`` returned."""
+    """The uploaded collection's index if there is one, else ``--index``'s (also after an upload
+    failed: its error is shown and the page goes on with the server's own index)."""
     upload = st.file_uploader("Build an index from a JSONL collection (id, title, text, authors)", type=["jsonl"])
-    try:
-        if upload is not None:
+    if upload is not None:
+        try:
             index = upload_index(encoder_dir, upload.name, upload.getvalue())
             st.caption(f"Index of `{upload.name}`: {len(index)} documents, embedded with `{encoder_dir}`.")
             return index
-        if index_dir:
+        except MinisciError as e:
+            st.error(str(e))
+    if index_dir:
+        try:
             index = load_index(index_dir)
-            st.caption(f"Index `{index_dir}`: {len(index)} documents.")
-            return index
-    except MinisciError as e:
-        st.error(str(e))
-        return None
-    st.info("No index yet: start the page with `--index DIR` (built by `minisci index`) or upload a JSONL collection.")
+        except MinisciError as e:
+            st.error(str(e))
+            return None
+        st.caption(f"Index `{index_dir}`: {len(index)} documents.")
+        return index
+    st.info(demo.NO_INDEX)
     return None
 
 
@@ -117,7 +111,10 @@ def search_tab(index: Index | None) -> None:
         query = st.text_input("Query", placeholder="antibiotic resistance in hospital infections")
         k = st.slider("Results", 1, 50, 10)
         submitted = st.form_submit_button("Search")
-    if not submitted or index is None:
+    if not submitted:
+        return
+    if index is None:
+        st.warning(demo.NO_INDEX)
         return
     try:
         hits = index.search(demo.check_text(query, "query", "minisci search"), k=k)
@@ -137,7 +134,10 @@ def reviewers_tab(index: Index | None) -> None:
             "Author score", ("max", "mean_top3"), horizontal=True, help="best paper, or mean of three best"
         )
         submitted = st.form_submit_button("Recommend reviewers")
-    if not submitted or index is None:
+    if not submitted:
+        return
+    if index is None:
+        st.warning(demo.NO_INDEX.replace("above", "in the Semantic search tab"))
         return
     banned = [line.strip() for line in exclude.splitlines() if line.strip()]
     try:

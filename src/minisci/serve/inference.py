@@ -15,9 +15,11 @@ import numpy as np
 import torch
 
 from minisci.batching import length_batches
+from minisci.cards import default_stride
 from minisci.errors import MinisciError
 from minisci.serve import pipeline_compat as compat
-from minisci.serve.models import load_task_model, resolve_device
+from minisci.serve.checks import check_texts
+from minisci.serve.models import check_stride, load_task_model, resolve_device
 from minisci.serve.precision import apply_precision
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -54,6 +56,9 @@ def _pipeline(task: str, model_dir: str | Path, precision: str, device: str, bac
     if backend == "onnx":
         check_onnx(precision)  # before the model is loaded
     model, tokenizer = load_task_model(model_dir, TASK_OF[task], resolve_device(device))
+    if "stride" in kwargs:  # windows of long texts: the overlap fits the model's positions
+        kwargs["stride"] = default_stride(tokenizer) if kwargs["stride"] is None else kwargs["stride"]
+        check_stride(kwargs["stride"], tokenizer, model_dir)
     with _quiet_about(type(model).__name__):
         pipe = pipeline(task, model=model, tokenizer=tokenizer, device=model.device, **kwargs)
     if backend == "onnx":
@@ -63,10 +68,15 @@ def _pipeline(task: str, model_dir: str | Path, precision: str, device: str, bac
 
 
 def token_classifier(
-    model_dir: str | Path, stride: int = 64, precision: str = "fp32", device: str = "auto", backend: str = "torch"
+    model_dir: str | Path,
+    stride: int | None = None,
+    precision: str = "fp32",
+    device: str = "auto",
+    backend: str = "torch",
 ):
     """A token-classification pipeline (aggregation "first"); texts longer than the model's maximum
-    length are split into overlapping windows (``stride`` tokens of overlap), not cut. A CRF-trained
+    length are split into overlapping windows (``stride`` tokens of overlap, default 64 or half a
+    window of a model with few positions), not cut. A CRF-trained
     model is decoded by :func:`tag` with its constrained Viterbi, as the stage's evaluation does.
     ``precision``: see :mod:`minisci.serve.precision` (fp32 is the pipeline exactly). ``backend``:
     ``torch``, or ``onnx`` (ONNX Runtime on CPU, fp32 or int8; see :mod:`minisci.serve.onnx_backend`)."""
@@ -110,7 +120,7 @@ def _sorted_forward(pipe, chunks: list[dict], batch_size: int, progress: Callabl
 
 def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[list[dict]]:
     """Entities per text: ``entity_group``, ``score``, ``word``, ``start``, ``end`` (character offsets)."""
-    _check_texts(texts)
+    check_texts(texts)
     if getattr(pipe.model, "crf", None) is not None:
         return _crf_tag(pipe, texts, batch_size, progress)
     chunks, owner = [], []
@@ -198,7 +208,7 @@ def _text_words(tokenizer, text: str) -> list[tuple[int, int]]:
 
 def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[dict]:
     """Label, score and every label's score per text (the pipeline's ``top_k=None`` output)."""
-    _check_texts(texts)
+    check_texts(texts)
     chunks = [compat.preprocess(pipe, t) for t in texts]
     logits = _sorted_forward(pipe, chunks, batch_size, progress)
     results = []
@@ -212,12 +222,6 @@ def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | 
             }
         )
     return results
-
-
-def _check_texts(texts: list[str]) -> None:
-    for i, t in enumerate(texts, start=1):
-        if not isinstance(t, str) or not t.strip():
-            raise MinisciError(f"input {i}: empty text")
 
 
 def _plain(entity: dict) -> dict:

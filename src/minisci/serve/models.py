@@ -34,9 +34,16 @@ TASKS = {
 GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
+def model_path(model_dir, what: str = "model_dir") -> Path:
+    """``model_dir`` as a path; anything but a path or a string (``None``) is a one-line error."""
+    if not isinstance(model_dir, (str, Path)) or not str(model_dir):
+        raise MinisciError(f"{what}: expected a directory (str or Path), got {model_dir!r}")
+    return Path(model_dir)
+
+
 def read_config(model_dir: str | Path) -> dict:
     """``config.json`` of a model directory, parsed; a missing or broken file is a one-line error."""
-    path = Path(model_dir)
+    path = model_path(model_dir)
     if not path.is_dir():
         raise MinisciError(f"{path}: not a model directory (no such directory); run `dvc repro` or pass --model")
     cfg_file = path / "config.json"
@@ -151,4 +158,29 @@ def load_task_model(model_dir: str | Path, task: str, device: str = "cpu"):
     if info["missing_keys"]:
         missing = ", ".join(sorted(info["missing_keys"])[:4])
         raise MinisciError(f"{path}: weights missing from model.safetensors ({missing}); the task head is untrained")
+    fit_tokenizer(tokenizer, config)
     return model.to(device).eval(), tokenizer
+
+
+def fit_tokenizer(tokenizer, config: dict) -> None:
+    """Cap the tokenizer's ``model_max_length`` at the model's positions: a tokenizer built with the
+    ``tokenizers`` library has a huge sentinel there, and one saved for a bigger model says 512 where
+    the model takes 64, and either lets a long text through untruncated to an index error."""
+    top = max_positions(config)
+    if not tokenizer.model_max_length or tokenizer.model_max_length > top:
+        tokenizer.model_max_length = top
+
+
+def window_room(tokenizer) -> int:
+    """Word pieces of text in one window (the special tokens take the rest)."""
+    return tokenizer.model_max_length - tokenizer.num_special_tokens_to_add()
+
+
+def check_stride(stride: int, tokenizer, model_dir) -> None:
+    """The overlap must leave room for new text in every window."""
+    room = window_room(tokenizer)
+    if not 0 <= stride < room:
+        raise MinisciError(
+            f"--stride {stride}: must be between 0 and {room - 1} (a window of {model_dir} holds {room} word pieces "
+            "of text; the overlap must be smaller)"
+        )

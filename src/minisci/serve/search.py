@@ -2,12 +2,13 @@
 recommendation.
 
 The index is plain files: ``embeddings.npy`` (float32, loaded without pickle), ``documents.jsonl``
-and ``index.json`` (model, dimension, count, max_length).
+and ``index.json`` (the encoder, relative to the index and absolute; dimension, count, max_length).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -18,7 +19,16 @@ import numpy as np
 from minisci import encoding
 from minisci.encoding import dimension, embed
 from minisci.errors import DataFormatError, MinisciError
-from minisci.io import atomic_path, iter_jsonl, write_jsonl
+from minisci.io import (
+    OUTPUT_MARKER,
+    OutputExistsError,
+    atomic_path,
+    check_replaceable,
+    foreign_files,
+    iter_jsonl,
+    write_jsonl,
+)
+from minisci.serve.checks import check_k, check_text
 from minisci.serve.models import (
     PRECISIONS,
     check_max_length,
@@ -102,16 +112,35 @@ def decoding(path: str | Path):
         raise
 
 
+INDEX_FILES = ("index.json", "embeddings.npy", "documents.jsonl")
+
+
+def _index_before_markers(path: Path) -> bool:
+    """An index written before output markers: exactly an index's own files, nothing else to lose."""
+    return all(p.name in INDEX_FILES or p.name == OUTPUT_MARKER for p in path.iterdir())
+
+
 def check_out_dir(out_dir: str | Path) -> None:
-    """Only an earlier index may be replaced: never delete a directory of someone else's files."""
+    """Only an earlier index (or an empty folder) may be replaced: a folder that also holds files
+    minisci did not write, ``index.json`` or not, is refused with the names of those files."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise MinisciError(f"--out {out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / "index.json").is_file():
+    try:
+        check_replaceable(out, owned=_index_before_markers)
+    except OutputExistsError:
         raise MinisciError(
-            f"--out {out}: a non-empty directory that is not an index (no index.json); "
-            "refusing to replace it: choose a new or empty directory"
-        )
+            f"--out {out}: not an earlier index (no {OUTPUT_MARKER} file); refusing to replace it and delete "
+            f"{foreign_files(out)}: choose a new or empty directory"
+        ) from None
+
+
+def duplicate_ids(docs: list[dict]) -> list[str]:
+    """Ids that more than one document has (search results could not tell those documents apart)."""
+    seen: dict[str, int] = defaultdict(int)
+    for d in docs:
+        seen[d["id"]] += 1
+    return sorted(i for i, n in seen.items() if n > 1)
 
 
 def build_index(
@@ -119,7 +148,7 @@ def build_index(
     docs: list[dict],
     out_dir,
     batch_size: int = 64,
-    max_length: int | None = 256,
+    max_length: int | None = None,
     progress: Callable | None = None,
     precision: str = "fp32",
     max_tokens: int = 2048,
@@ -136,18 +165,25 @@ def build_index(
     model, tok = load_encoder(model_dir, precision, device)
     vecs = embed(model, tok, [d["_text"] for d in docs], batch_size, max_length, progress, max_tokens)
     info = {
-        "model": str(model_dir),
+        # the encoder, relative to the index (the pair moves together) and absolute (the index alone moves)
+        "encoder": Path(os.path.relpath(Path(model_dir).resolve(), Path(out_dir).resolve())).as_posix(),
+        "model": str(Path(model_dir).resolve()),
         "dimension": int(vecs.shape[1]),
         "documents": len(docs),
         "max_length": max_length,
         "precision": precision,
     }
-    with atomic_path(out_dir, owned=lambda p: (p / "index.json").is_file()) as tmp:  # indexes older than markers
+    with atomic_path(out_dir, owned=_index_before_markers) as tmp:
         tmp.mkdir()
         np.save(tmp / "embeddings.npy", vecs, allow_pickle=False)
         write_jsonl(tmp / "documents.jsonl", [{k: v for k, v in d.items() if k != "_text"} for d in docs])
         (tmp / "index.json").write_text(json.dumps(info, indent=2) + "\n")
-    return info
+    return {**info, "duplicate_ids": duplicate_ids(docs)}
+
+
+def duplicate_warning(ids: list[str]) -> str:
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return f"{len(ids)} document id{'s' * (len(ids) != 1)} used more than once ({shown}); results cannot tell those documents apart"
 
 
 def load_index(index_dir) -> tuple[np.ndarray, list[dict], dict]:
@@ -214,21 +250,55 @@ def _read_documents(path: Path) -> list[dict]:
     return docs
 
 
-def _query_vector(index_dir, text: str, info: dict, vecs: np.ndarray, encoder, device: str) -> np.ndarray:
-    """The query embedded as the documents were; the model must still give the index's dimension."""
-    model, tok = encoder or load_encoder(info["model"], info.get("precision", "fp32"), device)
+def encoder_of(index_dir, info: dict, model: str | Path | None = None) -> Path:
+    """The encoder that embeds queries: ``model`` if given, else the one ``index.json`` records,
+    found relative to the index (so the index works from any working directory and after its
+    folder moved with its encoder), then at its absolute path."""
+    if model is not None:
+        return Path(model)
+    candidates = [Path(index_dir) / info["encoder"]] if isinstance(info.get("encoder"), str) else []
+    candidates.append(Path(info["model"]))  # absolute; relative to the working directory for older indexes
+    for path in candidates:
+        if (path / "config.json").is_file():
+            return path
+    raise MinisciError(
+        f"{index_dir}: the encoder it was built with is not found ({info['model']}); "
+        "pass the same encoder with --model (its dimension is checked against the index)"
+    )
+
+
+def load_query_encoder(index_dir, info: dict, vecs: np.ndarray, model=None, precision=None, device: str = "cpu"):
+    """(encoder, tokenizer) for queries to an index, checked to give the index's dimension."""
+    path = encoder_of(index_dir, info, model)
+    encoder = load_encoder(path, precision or info.get("precision", "fp32"), device)
+    check_dimension(index_dir, vecs, encoder[0], path)
+    return encoder
+
+
+def check_dimension(index_dir, vecs: np.ndarray, model, model_dir) -> None:
     if dimension(model) != vecs.shape[1]:
         raise MinisciError(
-            f"{index_dir}: embeddings have dimension {vecs.shape[1]}, the model {info['model']} gives {dimension(model)}"
+            f"{index_dir}: embeddings have dimension {vecs.shape[1]}, the model {model_dir} gives {dimension(model)}"
         )
+
+
+def _query_vector(index_dir, text: str, info: dict, vecs: np.ndarray, encoder, device: str, model=None) -> np.ndarray:
+    """The query embedded as the documents were; the model must still give the index's dimension."""
+    check_text(text, "query")
+    if encoder is None:
+        encoder = load_query_encoder(index_dir, info, vecs, model, device=device)
+    else:
+        check_dimension(index_dir, vecs, encoder[0], info["model"])
+    model, tok = encoder
     return embed(model, tok, [text], max_length=info["max_length"])[0]
 
 
-def search(index_dir, query: str, k: int = 10, encoder=None, device: str = "cpu") -> list[dict]:
-    """The ``k`` documents most similar to ``query`` (cosine), best first."""
-    _check_k(k)
+def search(index_dir, query: str, k: int = 10, encoder=None, device: str = "cpu", model=None) -> list[dict]:
+    """The ``k`` documents most similar to ``query`` (cosine), best first; ``model``: the encoder,
+    default the index's own (:func:`encoder_of`)."""
+    check_k(k)
     vecs, docs, info = load_index(index_dir)
-    return rank_documents(vecs @ _query_vector(index_dir, query, info, vecs, encoder, device), docs, k)
+    return rank_documents(vecs @ _query_vector(index_dir, query, info, vecs, encoder, device, model), docs, k)
 
 
 def rank_documents(scores: np.ndarray, docs: list[dict], k: int = 10) -> list[dict]:
@@ -245,11 +315,12 @@ def recommend_reviewers(
     aggregation: str = "max",
     encoder=None,
     device: str = "cpu",
+    model=None,
 ) -> list[dict]:
     """Authors ranked by the similarity of their papers to ``abstract`` (see :func:`rank_authors`)."""
-    _check_k(k)
+    check_k(k)
     vecs, docs, info = load_index(index_dir)
-    scores = vecs @ _query_vector(index_dir, abstract, info, vecs, encoder, device)
+    scores = vecs @ _query_vector(index_dir, abstract, info, vecs, encoder, device, model)
     return rank_authors(scores, docs, k, exclude, aggregation)
 
 
@@ -264,7 +335,7 @@ def rank_authors(
     """
     if aggregation not in AGGREGATIONS:
         raise MinisciError(f"unknown aggregation {aggregation!r}; choose from {list(AGGREGATIONS)}")
-    _check_k(k)
+    check_k(k)
     banned = {a.casefold().strip() for a in exclude}
     papers = defaultdict(list)
     for i, d in enumerate(docs):
@@ -286,8 +357,3 @@ def why_no_reviewers(docs: list[dict]) -> tuple[str, str]:
     if not any(d.get("authors") for d in docs):
         return "index", "no document in the index has authors; build it from documents with an 'authors' list"
     return "exclude", "every author in the index is excluded"
-
-
-def _check_k(k: int) -> None:
-    if not isinstance(k, int) or k < 1:
-        raise MinisciError(f"-k {k}: must be a whole number >= 1")

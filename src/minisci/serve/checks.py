@@ -1,0 +1,50 @@
+"""The input checks that the ``minisci`` command line and the Python API share, so a bad ``k``, a
+missing text or a bad port gets the same answer from both (the command line adds argparse's
+"argument -k:" in front, the API the parameter's name). No torch, transformers or NumPy here:
+``minisci --help`` imports this module.
+"""
+
+from __future__ import annotations
+
+from minisci.errors import MinisciError
+
+PORTS = (1, 65535)
+
+
+def whole_number_problem(value, low: int, high: int | None = None) -> str | None:
+    """Why ``value`` is not a whole number in ``[low, high]``, or None if it is."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"expected a whole number, got {value!r}"
+    if value < low:
+        return f"must be >= {low}, got {value}"
+    if high is not None and value > high:
+        return f"must be <= {high}, got {value}"
+    return None
+
+
+def check_whole_number(name: str, value, low: int, high: int | None = None) -> int:
+    problem = whole_number_problem(value, low, high)
+    if problem:
+        raise MinisciError(f"{name}: {problem}")
+    return value
+
+
+def check_k(k) -> int:
+    """``k`` results: a whole number >= 1 (a negative ``k`` would slice off the last results)."""
+    return check_whole_number("k", k, 1)
+
+
+def check_text(text, what: str = "text") -> str:
+    """A query, abstract or text to tag: a non-empty string."""
+    if not isinstance(text, str):
+        raise MinisciError(f"{what}: expected a text (str), got {type(text).__name__}")
+    if not text.strip():
+        raise MinisciError(f"{what}: empty text")
+    return text
+
+
+def check_texts(texts: list) -> list[str]:
+    """Every text of a batch, named by its position (1-based, as lines of a file)."""
+    for i, t in enumerate(texts, start=1):
+        check_text(t, f"input {i}")
+    return texts

@@ -1,0 +1,64 @@
+"""Small things a user reads: every stage's --help description is a whole sentence, the CLI shows
+an entity as the input wrote it, and a fine-tuning stage's last line says where its output went."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from minisci.serve import cli
+
+STAGES = sorted(p.name for p in (REPO / "stages").glob("*.py"))
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_stage_help_description_is_not_cut_mid_sentence(stage):
+    out = subprocess.run(
+        [sys.executable, str(REPO / "stages" / stage), "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    description = " ".join(out.split("\n\n")[1].split())
+    assert description.startswith(f"Stage {stage.removesuffix('.py')}") or description[0].isupper()
+    assert description.endswith("."), description
+
+
+def test_stage_last_line_names_its_output():
+    for stage in ("finetune_ner.py", "finetune_classification.py"):
+        prints = (REPO / "stages" / stage).read_text().split("    print(")[-1]
+        assert "-> {args.out}" in prints and "(from {args.model})" in prints, stage
+
+
+def test_cli_shows_entities_as_the_input_wrote_them(tiny_finetuned, capsys):
+    """The tiny tokenizer lower-cases: the pipeline's ``word`` is "aspirin"; the text says "ASPIRIN"."""
+    text = "Patients received ASPIRIN after treatment with Heparin."
+    assert cli.main(["ner", "--model", str(tiny_finetuned["ner"]), "--jsonl", text]) == 0
+    import json
+
+    entities = json.loads(capsys.readouterr().out)["entities"]
+    assert entities and any(e["word"] != text[e["start"] : e["end"]] for e in entities)
+    assert cli.main(["ner", "--model", str(tiny_finetuned["ner"]), text]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split("\t")[-1] for line in lines] == [text[e["start"] : e["end"]] for e in entities]
+
+
+@pytest.mark.parametrize("task", ["ner", "cite"])
+def test_a_tokenizer_without_a_maximum_length_takes_the_models_positions(task, tiny_finetuned, tmp_path, capsys):
+    """A tokenizer built with the `tokenizers` library has no model_max_length (a huge sentinel):
+    a text of over 512 pieces is windowed (ner) or truncated (cite) at the model's 64 positions,
+    and `minisci ner`'s default window overlap fits them."""
+    import json
+    import shutil
+
+    model = shutil.copytree(tiny_finetuned[task], tmp_path / "m")
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    config.pop("model_max_length", None)
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    text = " ".join(["patients received aspirin after treatment with heparin"] * 80)  # ~640 pieces
+    assert cli.main([task, "--model", str(model), "--jsonl", text]) == 0
+    row = json.loads(capsys.readouterr().out)
+    if task == "ner":
+        assert len(row["entities"]) >= 80 and max(e["end"] for e in row["entities"]) > len(text) - 10
+    else:
+        assert row["label"] in row["scores"]
