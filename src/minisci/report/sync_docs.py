@@ -105,7 +105,7 @@ def select(text: str, selector: str) -> str:
         if not cols or not rows:
             raise MinisciError(f"no row {m.group(1)!r} with a column {m.group(2)!r} in the first table")
         return rows[0][cols[0]]
-    raise MinisciError(f"unknown selector {selector!r} (use: table N, table N in \"HEADING\", section, cell)")
+    raise MinisciError(f'unknown selector {selector!r} (use: table N, table N in "HEADING", section, cell)')
 
 
 def _rebase(text: str, source: Path, target: Path) -> str:
@@ -161,7 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         changed = stale(root)
         if args.check:
             for name in changed:
-                print(f"error: {name}: generated blocks differ from their sources; run python -m minisci.report.sync_docs", file=sys.stderr)
+                print(
+                    f"error: {name}: generated blocks differ from their sources; run python -m minisci.report.sync_docs",
+                    file=sys.stderr,
+                )
             return 1 if changed else 0
         for name in changed:
             (root / name).write_text(render(root / name, root), encoding="utf-8")
