@@ -216,6 +216,22 @@ def split_commands(line: str) -> list[list[str]]:
     return [c for c in commands if c]
 
 
+@cache
+def _params() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+
+
+def _param_exists(key: str) -> bool:
+    node = _params()
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def check_command(words: list[str]) -> list[str]:
     """What is wrong with one shell command, if it runs minisci, a stage or a benchmark."""
     while words and re.fullmatch(r"\w+=.*", words[0]):
@@ -224,6 +240,9 @@ def check_command(words: list[str]) -> list[str]:
         return []
     if words[0] == "minisci":
         return check_args(cli_parser(), words[1:])
+    if words[:3] == ["dvc", "exp", "run"]:
+        keys = [words[i + 1].split("=", 1)[0] for i, w in enumerate(words[:-1]) if w in ("-S", "--set-param")]
+        return [f"dvc exp run -S {k}: no such key in params.yaml" for k in keys if not _param_exists(k)]
     if words[0] == "torchrun" or (words[0] in ("python", "python3") and len(words) > 1):
         rest = words[1:]
         if words[0] == "python" and rest[0] == "-m":
@@ -294,6 +313,8 @@ def test_shown_commands_exist(doc):
         ("torchrun --nproc_per_node 4 stages/pretrain.py --pairs p --outt m", "no option --outt"),
         ("dvc exp run $(python -m minisci.report.sync_docs --chek)", "no option --chek"),
         ("python -m pytest --whatever", None),
+        ("dvc exp run -S finetune_ner.epochs=3 -S 'finetune_ner.datasets=[a,b]'", None),
+        ("dvc exp run --queue -S pretrain.nsp=false --set-param pretrain.nps=false", "pretrain.nps: no such key"),
     ],
 )
 def test_command_check(line, problem):
