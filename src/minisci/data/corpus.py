@@ -31,19 +31,22 @@ _WORD_RE = re.compile(r"[^\W_]+")  # letters and digits; punctuation and tokenis
 # What treebank-style tokenisation writes differently from running text: bracket tokens (-LRB- for
 # "(", ...; quotes `` '' are punctuation and vanish anyway), and the split-off "n't" ("do n't",
 # "ca n't") and "cannot" ("can not"), which would otherwise leave different letter runs.
-_PTB_BRACKET_RE = re.compile(r"-(?:LRB|RRB|LSB|RSB|LCB|RCB)-", re.IGNORECASE)
-_SPLIT_NT_RE = re.compile(r"(\w)\s+(n['\u2019]t)\b", re.IGNORECASE)
-_CANNOT_RE = re.compile(r"\bcannot\b", re.IGNORECASE)
+_PTB_BRACKET_RE = re.compile(r"-(?:lrb|rrb|lsb|rsb|lcb|rcb)-")  # matched after casefold
+_SPLIT_NT_RE = re.compile(r"(?<=\w)\s+(?=n['\u2019]t\b)")
 NER_TAPT_SENTENCES_PER_DOC = 10  # NER files without document ids (ncbi_disease): group this many sentences
 
 
 def normalise_words(text: str) -> list[str]:
     """Lower-case letter/digit runs, with treebank tokens and spacing mapped back to running text,
     so a test sentence matches the document it came from however either was tokenised."""
-    text = _PTB_BRACKET_RE.sub(" ", text)
-    text = _SPLIT_NT_RE.sub(r"\1\2", text)
-    text = _CANNOT_RE.sub("can not", text)
-    return _WORD_RE.findall(text.casefold())
+    text = text.casefold()
+    if "-" in text:  # each substitution only where it can apply: the pool is ~100 MB of text
+        text = _PTB_BRACKET_RE.sub(" ", text)
+    if "n't" in text or "n\u2019t" in text:
+        text = _SPLIT_NT_RE.sub("", text)
+    if "cannot" in text:
+        text = re.sub(r"\bcannot\b", "can not", text)
+    return _WORD_RE.findall(text)
 
 
 # 1. load and deduplicate ------------------------------------------------------------------------
