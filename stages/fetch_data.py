@@ -31,10 +31,14 @@ def main(argv: list[str] | None = None) -> None:
     cfg = load_section(FetchDataConfig, "fetch_data", args.params)
     mirror = os.environ.get(ENV_MIRROR) or cfg.mirror
     option = ENV_MIRROR if os.environ.get(ENV_MIRROR) else f"{args.params}: fetch_data.mirror"
-    stats = fetch_all(read_manifest(args.manifest), mirror, args.out, option=option)
+    warnings: list[str] = []
+    stats = fetch_all(read_manifest(args.manifest, warnings), mirror, args.out, option=option)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    repeated = f"; {len(warnings)} repeated manifest line(s) skipped" if warnings else ""
     print(
         f"fetch_data: {stats['files']} files, {stats['bytes']:,} bytes verified "
-        f"({stats['from_mirror']} from {mirror}, {stats['downloaded']} downloaded) -> {args.out}"
+        f"({stats['from_mirror']} from {mirror}, {stats['downloaded']} downloaded){repeated} -> {args.out}"
     )
 
 

@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = dataclasses.replace(catalog_entry(args.dataset, path=args.params), dir=args.data)
     rows, meta = prepare_dataset(args.dataset, cfg)
     write_prepared(args.out, rows, meta)
+    for line in meta["warnings"]:
+        print(f"warning: {args.dataset}: {line}", file=sys.stderr)
     sizes = ", ".join(f"{sp} {len(rows[sp])}" for sp in SPLITS)
     scheme = f", tags {meta['scheme']} ({meta['scheme_declared']})" if cfg.task == "ner" else ""
     print(f"prepare_data {args.dataset}: {cfg.task}, {sizes}{scheme}, labels {meta['labels']} -> {args.out}")

@@ -132,3 +132,25 @@ def test_rerun_replaces_its_own_output_but_not_a_users_directory(tmp_path):
     with pytest.raises(MinisciError, match="mine: exists and is not an earlier minisci output"):
         fetch_all(entries, FIXTURE_MIRROR, tmp_path / "mine")
     assert (tmp_path / "mine/notes.txt").read_text() == "keep"
+
+
+def test_manifest_listing_a_path_twice_warns_or_fails(tmp_path, capsys):
+    fixture_manifest(tmp_path / "m.tsv")
+    lines = (tmp_path / "m.tsv").read_text().splitlines(keepends=True)
+    (tmp_path / "m.tsv").write_text("".join(lines + [lines[1]]))
+    warnings = []
+    entries = read_manifest(tmp_path / "m.tsv", warnings)
+    assert len(entries) == len(lines) - 1
+    path = lines[1].split("\t")[0]
+    assert warnings == [f"{tmp_path}/m.tsv:{len(lines) + 1}: {path} is listed again (first on line 2); fetched once"]
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"fetch_data": {"mirror": str(FIXTURE_MIRROR)}}))
+    argv = ["--manifest", str(tmp_path / "m.tsv"), "--out", str(tmp_path / "raw"), "--params", str(params)]
+    assert run_stage(fetch_data.main, argv) == 0
+    out = capsys.readouterr()
+    assert out.err == f"warning: {warnings[0]}\n" and "1 repeated manifest line(s) skipped" in out.out
+    other = lines[1].split("\t")
+    other[2] = "0" * 64
+    (tmp_path / "m.tsv").write_text("".join(lines) + "\t".join(other))
+    with pytest.raises(FetchError, match=rf"m.tsv:{len(lines) + 1}: {path} is listed on line 2 with another size"):
+        read_manifest(tmp_path / "m.tsv")

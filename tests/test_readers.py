@@ -164,6 +164,15 @@ def test_other_labels_and_fields_read_from_train(tmp_path):
         ("a\tN\tO\tX-Foo\n", r"x\.txt:1: invalid tag 'X-Foo'"),
         ("a\n", r"x\.txt:1: expected a token and a tag"),
         ("\n\n", r"x\.txt: no sentences found"),
+        # a Unicode space inside a token would split it and drop its second half
+        ("a\xa0b\tO\n", r"x\.txt:1: contains a no-break space \(U\+00A0\); columns are separated by tabs"),
+        ("a\tO\nb\u2009c\tO\n", r"x\.txt:2: contains a thin space \(U\+2009\)"),
+        # a JSON Lines file declared as CoNLL
+        (
+            '{"text": "a b", "label": "x"}\n',
+            r"x\.txt:1: invalid tag .*it looks like JSON Lines \(declare format: jsonl",
+        ),
+        ('a\tO\n{"text": "a"}\n', r"x\.txt:2: expected 2 tab-separated .*it looks like JSON Lines"),
     ],
 )
 def test_conll_errors_name_file_and_line(tmp_path, text, match):
@@ -333,3 +342,95 @@ def test_real_scicite_counts(real_catalog):
     for split, (n, n_newline) in expected.items():
         assert (len(rows[split]), sum("\n" in r["text"] for r in rows[split])) == (n, n_newline)
     assert ner_counts([]) == {"sentences": 0, "tokens": 0, "documents": 0, "entities": 0, "entities_per_type": {}}
+
+
+# --- dataset health: errors for silent wrong results, warnings for likely mistakes ----------------------------
+
+
+def test_conll_token_starting_with_a_brace_is_still_a_token(tmp_path):
+    assert read_conll(write(tmp_path, "x.txt", "{\tO\nIL-2\tB-Gene\n"))[0].tokens == ("{", "IL-2")
+
+
+def test_missing_split_file_names_the_files_that_are_there(tmp_path):
+    write_splits(tmp_path, "x\tB-A\n")
+    (tmp_path / "dev.txt").rename(tmp_path / "devel.txt")
+    with pytest.raises(
+        DataFormatError, match=r"dev\.txt: file not found; .* holds: devel\.txt, test\.txt, train\.txt$"
+    ):
+        prepare_dataset("d", ner_entry(tmp_path))
+    with pytest.raises(DataFormatError, match=r"nowhere/train\.txt: file not found, and its folder .*nowhere does not"):
+        prepare_dataset("d", ner_entry(tmp_path / "nowhere"))
+
+
+def test_split_without_entities_is_an_error_naming_the_tag_column(tmp_path):
+    write_splits(tmp_path, "x\tB-A\tO\ny\tI-A\tO\n")
+    with pytest.raises(
+        DataFormatError, match=r"train\.txt: no entity in this split: every tag in column -1 \(tag_column\)"
+    ):
+        prepare_dataset("d", ner_entry(tmp_path))
+    write_splits(tmp_path, "x\tB-A\n", test="x\tO\n")
+    with pytest.raises(DataFormatError, match=r"test\.txt: no entity in this split: every tag in column -1"):
+        prepare_dataset("d", ner_entry(tmp_path))
+    write_splits(tmp_path, "x\tB-A\n\ny\tB-B\n", test="x\tB-B\n")
+    with pytest.raises(DataFormatError, match=r"test\.txt: no entity in this split: none of keep_types \['A'\]"):
+        prepare_dataset("d", ner_entry(tmp_path, keep_types=("A",)))
+
+
+def test_missing_types_and_singletons_are_warnings_recorded_in_dataset_json(tmp_path, capsys):
+    write_splits(tmp_path, "x\tB-A\n\ny\tB-A\n\nz\tB-B\n", dev="x\tB-A\n", test="x\tB-A\n\nz\tB-B\n")
+    rows, meta = prepare_dataset("d", ner_entry(tmp_path))
+    assert meta["missing_labels"] == {"train": [], "dev": ["B"], "test": []}
+    assert meta["singleton_types"] == {}  # B occurs twice in the dataset (train and test)
+    assert meta["warnings"] == [f"entity type 'B' never occurs in dev ({tmp_path}/dev.txt); its dev F1 is undefined"]
+    assert meta["warning_counts"] == {"missing_labels": 1, "duplicate_json_keys": 0, "singleton_types": 0}
+    assert meta["train_quality"] == {
+        "train_duplicate_rows": 0,
+        "train_conflicting_texts": 0,
+        "dev_texts_in_train": 1,
+        "test_texts_in_train": 2,
+    }
+    write_splits(tmp_path, "x\tB-A\ny\tO\nq\tB-Typo\n", dev="x\tB-A\n", test="x\tB-A\n")
+    rows, meta = prepare_dataset("d", ner_entry(tmp_path))
+    assert meta["singleton_types"] == {"Typo": f"{tmp_path}/train.txt:3"}
+    assert (
+        meta["warnings"][-1]
+        == f"{tmp_path}/train.txt:3: entity type 'Typo' occurs only once in the whole dataset (a typo?)"
+    )
+    assert meta["warning_counts"]["singleton_types"] == 1
+
+
+def test_classification_warnings_missing_class_and_duplicate_json_key(tmp_path):
+    write(tmp_path, "train.txt", jsonl([{"text": "a", "label": "x"}, {"text": "b", "label": "y"}]))
+    write(tmp_path, "dev.txt", '{"text": "c", "label": "x", "label": "y"}\n')
+    write(tmp_path, "test.txt", jsonl([{"text": "a", "label": "x"}]))
+    rows, meta = prepare_dataset("d", cls_entry(tmp_path))
+    assert rows["dev"][0]["label"] == "y"  # the last value, as JSON parsers read it
+    assert meta["missing_labels"] == {"train": [], "dev": ["x"], "test": ["y"]}
+    assert meta["duplicate_json_keys"] == [
+        f"{tmp_path}/dev.txt:1: duplicate key 'label' in one JSON object; the last value is used"
+    ]
+    assert meta["warning_counts"] == {"missing_labels": 2, "duplicate_json_keys": 1, "singleton_types": 0}
+    assert len(meta["warnings"]) == 3 and meta["train_quality"]["test_texts_in_train"] == 1
+
+
+def test_stage_prints_one_warning_line_each(tmp_path, capsys):
+    import sys
+
+    import yaml
+
+    sys.path.insert(0, str(REPO / "stages"))
+    import prepare_data as stage
+
+    write_splits(tmp_path, "x\tB-A\n\nq\tB-Typo\n", dev="x\tB-A\n", test="x\tB-A\n")
+    entry = {"task": "ner", "dir": str(tmp_path), "splits": SPLITS, "format": "conll"}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"datasets": {"d": entry}}))
+    stage.main(["--dataset", "d", "--data", str(tmp_path), "--out", str(tmp_path / "out"), "--params", str(params)])
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"warning: d: entity type 'Typo' never occurs in dev ({tmp_path}/dev.txt); its dev F1 is undefined",
+        f"warning: d: entity type 'Typo' never occurs in test ({tmp_path}/test.txt); its test F1 is undefined",
+        f"warning: d: {tmp_path}/train.txt:3: entity type 'Typo' occurs only once in the whole dataset (a typo?)",
+    ]
+    meta = json.loads((tmp_path / "out/dataset.json").read_text())
+    assert meta["warning_counts"] == {"missing_labels": 2, "duplicate_json_keys": 0, "singleton_types": 1}

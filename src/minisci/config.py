@@ -284,6 +284,7 @@ class _FinetuneConfig:
     precision: str
     logging_steps: int
     max_train_examples: int
+    max_eval_examples: int  # dev and test are scored on a seeded subset of this many (0 = all)
     seeds: tuple[int, ...]
     datasets: tuple[str, ...]  # catalogue entries to fine-tune on, each for both arms
 
@@ -306,6 +307,7 @@ class _FinetuneConfig:
         )
         _check(self.logging_steps > 0, s, "logging_steps must be > 0")
         _check(self.max_train_examples >= 0, s, "max_train_examples must be >= 0 (0 = all)")
+        _check(self.max_eval_examples >= 0, s, "max_eval_examples must be >= 0 (0 = all)")
 
 
 @dataclasses.dataclass(frozen=True)

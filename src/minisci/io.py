@@ -289,14 +289,15 @@ def read_text(path: str | Path) -> str:
     return "".join(line + "\n" for _, line in read_text_lines(path))
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, object)``; bad bytes and malformed lines raise with file and line."""
+def iter_jsonl(path: str | Path, object_pairs_hook: Callable | None = None) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)``; bad bytes and malformed lines raise with file and line.
+    ``object_pairs_hook`` is passed to :func:`json.loads` (to see duplicate keys)."""
     path = Path(path)
     for lineno, line in read_text_lines(path):
         if not line.strip():
             raise DataFormatError(path, lineno, "empty line; expected one JSON object per line")
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=object_pairs_hook)
         except json.JSONDecodeError as e:
             raise DataFormatError(path, lineno, f"invalid JSON ({e.msg}: column {e.colno})") from None
         except (ValueError, RecursionError) as e:  # a 5000-digit number, 100k nested brackets

@@ -4,14 +4,18 @@ pretraining pool, split into sentences by NLTK Punkt trained on the sample itsel
 Contamination guard, two independent detectors:
 1. the pool's own ``eval_overlap`` flag (set by the data mirror's builders), and
 2. our own check: every test sentence of each guarded evaluation set with at least
-   ``guard_min_words`` words is searched, as a normalised word sequence, inside every document.
+   ``guard_min_words`` words is searched, as a normalised word sequence, inside every document
+   (treebank bracket tokens such as ``-LRB-`` and split contractions read as in running text).
 A document caught by either is never sampled; both counts are reported.
+
+The sample is stable: each document's rank is a seeded hash of its id, and each domain takes its
+clean documents of lowest rank. Declaring a dataset whose test text excludes a document therefore
+replaces only that document; one that excludes no sampled document leaves the corpus unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -24,11 +28,25 @@ from minisci.data.readers import POOLS, Document, NerSentence, load_pool, load_p
 from minisci.errors import ConfigError
 
 _WORD_RE = re.compile(r"[^\W_]+")  # letters and digits; punctuation and tokenisation differences vanish
+# What treebank-style tokenisation writes differently from running text: bracket tokens (-LRB- for
+# "(", ...; quotes `` '' are punctuation and vanish anyway), and the split-off "n't" ("do n't",
+# "ca n't") and "cannot" ("can not"), which would otherwise leave different letter runs.
+_PTB_BRACKET_RE = re.compile(r"-(?:lrb|rrb|lsb|rsb|lcb|rcb)-")  # matched after casefold
+_SPLIT_NT_RE = re.compile(r"(?<=\w)\s+(?=n['\u2019]t\b)")
 NER_TAPT_SENTENCES_PER_DOC = 10  # NER files without document ids (ncbi_disease): group this many sentences
 
 
 def normalise_words(text: str) -> list[str]:
-    return _WORD_RE.findall(text.casefold())
+    """Lower-case letter/digit runs, with treebank tokens and spacing mapped back to running text,
+    so a test sentence matches the document it came from however either was tokenised."""
+    text = text.casefold()
+    if "-" in text:  # each substitution only where it can apply: the pool is ~100 MB of text
+        text = _PTB_BRACKET_RE.sub(" ", text)
+    if "n't" in text or "n\u2019t" in text:
+        text = _SPLIT_NT_RE.sub("", text)
+    if "cannot" in text:
+        text = re.sub(r"\bcannot\b", "can not", text)
+    return _WORD_RE.findall(text)
 
 
 # 1. load and deduplicate ------------------------------------------------------------------------
@@ -179,13 +197,20 @@ def split_sentences(d: Document, tokenizer: PunktSentenceTokenizer, min_words: i
 # 5. the stage -------------------------------------------------------------------------------------------
 
 
-def _choose(rng: random.Random, docs: list[Document], k: int, domain: str) -> list[Document]:
+def rank(seed: int, doc_id: str, purpose: str = "draw") -> bytes:
+    """A document's place in a seeded random order that depends on its id alone (not on which
+    other documents are in the pool), so excluding one document never moves another."""
+    return hashlib.sha256(f"{seed}:{purpose}:{doc_id}".encode()).digest()
+
+
+def _choose(seed: int, docs: list[Document], k: int, domain: str) -> list[Document]:
+    """The ``k`` documents of lowest seeded rank: a new exclusion replaces only what it removes."""
     if k > len(docs):
         raise ConfigError(
             f"sample_corpus: need {k} {domain} documents but the pool has only {len(docs)} after "
             "deduplication and the contamination guard; lower n_docs or change biomedical_ratio"
         )
-    return rng.sample(docs, k)
+    return sorted(docs, key=lambda d: rank(seed, d.id))[:k]
 
 
 def sample_corpus(
@@ -214,14 +239,14 @@ def sample_corpus(
     excluded_per_dataset = {n: sum(g.contains_any(doc_words(d)) for d in caught_docs) for n, g in per_dataset.items()}
     clean = [d for d in pool if d.id not in flagged and d.id not in caught]
 
-    # 3. seeded sample at the requested domain ratio (sorted first so the pool order cannot matter)
-    rng = random.Random(cfg.seed)
+    # 3. seeded sample at the requested domain ratio: per domain, the clean documents of lowest rank
+    #    (a hash of seed and id), mixed in a second seeded order that also depends on each id alone
     n_bio = round(cfg.n_docs * cfg.biomedical_ratio)
-    by_domain = {dom: sorted((d for d in clean if d.domain == dom), key=lambda d: d.id) for dom in POOLS}
-    sample = _choose(rng, by_domain["biomedical"], n_bio, "biomedical") + _choose(
-        rng, by_domain["general"], cfg.n_docs - n_bio, "general"
+    by_domain = {dom: [d for d in clean if d.domain == dom] for dom in POOLS}
+    sample = _choose(cfg.seed, by_domain["biomedical"], n_bio, "biomedical") + _choose(
+        cfg.seed, by_domain["general"], cfg.n_docs - n_bio, "general"
     )
-    rng.shuffle(sample)
+    sample.sort(key=lambda d: rank(cfg.seed, d.id, "order"))
 
     # 4. optional task-adaptive documents, guarded the same way
     tapt = tapt_documents(prepared_dir, cfg.tapt_datasets)

@@ -56,11 +56,14 @@ def write_manifest(entries: list[ManifestEntry], path: str | Path) -> None:
             w.writerow([e.path, e.bytes, e.sha256, e.url])
 
 
-def read_manifest(path: str | Path) -> list[ManifestEntry]:
+def read_manifest(path: str | Path, warnings: list[str] | None = None) -> list[ManifestEntry]:
+    """The manifest's entries. A path listed twice with the same size and checksum is fetched once
+    and adds a line to ``warnings``; listed twice with different ones, it is an error."""
     path = Path(path)
     if not path.is_file():
         raise FetchError(f"{path}: manifest not found" + (" (it is a directory)" if path.is_dir() else ""))
     entries = []
+    first_line: dict[str, tuple[int, ManifestEntry]] = {}
     for lineno, line in read_text_lines(path):  # undecodable bytes: DataFormatError with line and offset
         row = next(csv.reader([line], delimiter="\t"), [])  # csv: the quoting write_manifest may use
         if lineno == 1:
@@ -71,7 +74,16 @@ def read_manifest(path: str | Path) -> list[ManifestEntry]:
             raise FetchError(f"{path}:{lineno}: expected path<TAB>bytes<TAB>sha256<TAB>url, got {row!r}")
         if not row[0] or Path(row[0]).is_absolute() or ".." in Path(row[0]).parts:
             raise FetchError(f"{path}:{lineno}: path must be relative and inside the data root: {row[0]!r}")
-        entries.append(ManifestEntry(row[0], int(row[1]), row[2], row[3]))
+        entry = ManifestEntry(row[0], int(row[1]), row[2], row[3])
+        if entry.path in first_line:
+            first, earlier = first_line[entry.path]
+            if (earlier.bytes, earlier.sha256) != (entry.bytes, entry.sha256):
+                raise FetchError(f"{path}:{lineno}: {entry.path} is listed on line {first} with another size or sha256")
+            if warnings is not None:
+                warnings.append(f"{path}:{lineno}: {entry.path} is listed again (first on line {first}); fetched once")
+            continue
+        first_line[entry.path] = (lineno, entry)
+        entries.append(entry)
     if not entries:
         raise FetchError(f"{path}: manifest lists no files")
     return entries

@@ -47,9 +47,17 @@ def _first_tag_line(sentences: list[NerSentence], etype: str) -> int:
     return next(s.line + k for s in sentences for k, t in enumerate(s.tags) if t[2:] == etype)
 
 
+def _check_has_entities(cfg: DatasetConfig, splits: dict[str, list[NerSentence]], why: str) -> None:
+    """A split without a single entity trains or scores nothing: most likely the wrong column."""
+    for sp in SPLITS:
+        if not entity_types(splits[sp]):
+            raise DataFormatError(cfg.path(sp), None, f"no entity in this split: {why}")
+
+
 def prepare_ner(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[NerSentence]], dict]:
     # 1. read as written; 2. the tag scheme; 3. IOB2 with the same spans, then the kept types
     raw = {sp: read_conll(cfg.path(sp), cfg.tag_column) for sp in SPLITS}
+    _check_has_entities(cfg, raw, f"every tag in column {cfg.tag_column} (tag_column) is O; is tag_column right?")
     scheme = _ner_scheme(cfg, raw)
     splits = {sp: [dataclasses.replace(s, tags=to_iob2(s.tags)) for s in raw[sp]] for sp in SPLITS}
     if cfg.keep_types is not None:
@@ -61,6 +69,7 @@ def prepare_ner(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[NerSenten
             )
         kept = set(cfg.keep_types)
         splits = {sp: [dataclasses.replace(s, tags=keep_types(s.tags, kept)) for s in ss] for sp, ss in splits.items()}
+        _check_has_entities(cfg, splits, f"none of keep_types {list(cfg.keep_types)} occurs in it")
     # 4. labels: declared, or the types of train; every type of dev/test must be one of them
     labels = list(cfg.labels) if cfg.labels is not None else entity_types(splits["train"])
     for sp in SPLITS if cfg.labels is not None else ("dev", "test"):
@@ -70,7 +79,24 @@ def prepare_ner(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[NerSenten
                 line = _first_tag_line(splits[sp], etype)
                 raise DataFormatError(cfg.path(sp), line, f"entity type {etype!r} {why}")
     counts = {sp: ner_counts(ss) for sp, ss in splits.items()}
-    return splits, {"scheme": scheme, "scheme_declared": cfg.scheme, "labels": labels, "counts": counts}
+    keyed = {sp: [Example(" ".join(s.tokens), " ".join(s.tags), s.line) for s in ss] for sp, ss in splits.items()}
+    health = {
+        "train_quality": train_quality(keyed),
+        "missing_labels": {sp: [t for t in labels if t not in counts[sp]["entities_per_type"]] for sp in SPLITS},
+        "singleton_types": _singleton_types(cfg, splits),
+    }
+    return splits, {"scheme": scheme, "scheme_declared": cfg.scheme, "labels": labels, "counts": counts, **health}
+
+
+def _singleton_types(cfg: DatasetConfig, splits: dict[str, list[NerSentence]]) -> dict[str, str]:
+    """Entity types with one mention in the whole dataset (a likely typo), each with its place."""
+    mentions = Counter(t for ss in splits.values() for s in ss for (t, _, _) in spans(s.tags))
+    return {
+        t: f"{cfg.path(sp)}:{_first_tag_line(splits[sp], t)}"
+        for t in sorted(t for t, n in mentions.items() if n == 1)
+        for sp in SPLITS
+        if t in entity_types(splits[sp])
+    }
 
 
 def ner_counts(sentences: list[NerSentence]) -> dict:
@@ -89,7 +115,8 @@ def ner_counts(sentences: list[NerSentence]) -> dict:
 
 
 def prepare_classification(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[Example]], dict]:
-    splits = {sp: read_classification(cfg.path(sp), cfg.text_field, cfg.label_field) for sp in SPLITS}
+    json_warnings: list[str] = []
+    splits = {sp: read_classification(cfg.path(sp), cfg.text_field, cfg.label_field, json_warnings) for sp in SPLITS}
     train_labels = sorted({e.label for e in splits["train"]})
     labels = list(cfg.labels) if cfg.labels is not None else train_labels
     for sp in SPLITS:
@@ -102,7 +129,12 @@ def prepare_classification(name: str, cfg: DatasetConfig) -> tuple[dict[str, lis
         sp: {"examples": len(ss), "per_label": dict(sorted(Counter(e.label for e in ss).items()))}
         for sp, ss in splits.items()
     }
-    return splits, {"labels": labels, "counts": counts, "train_quality": train_quality(splits)}
+    health = {
+        "train_quality": train_quality(splits),
+        "missing_labels": {sp: [c for c in labels if c not in counts[sp]["per_label"]] for sp in SPLITS},
+        "duplicate_json_keys": json_warnings,
+    }
+    return splits, {"labels": labels, "counts": counts, **health}
 
 
 def train_quality(splits: dict[str, list[Example]]) -> dict:
@@ -134,10 +166,54 @@ def write_prepared(out: str | Path, rows: dict[str, list[dict]], meta: dict) -> 
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
+def check_split_files(cfg: DatasetConfig) -> None:
+    """A declared split file that is not there: name the files that are (a wrong split name or
+    extension is the usual cause)."""
+    for sp in SPLITS:
+        path = cfg.path(sp)
+        if path.is_file() or path.is_dir():
+            continue  # a directory is reported by the reader
+        folder = path.parent
+        if not folder.is_dir():
+            raise DataFormatError(path, None, f"file not found, and its folder {folder} does not exist")
+        present = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+        raise DataFormatError(
+            path, None, f"file not found; {folder} holds: {', '.join(present) if present else 'no files'}"
+        )
+
+
+def health_warnings(meta: dict) -> list[str]:
+    """One line per finding a user should see before training: classes or entity types missing
+    from a split, duplicate JSON keys, entity types seen only once."""
+    kind = "entity type" if meta["task"] == "ner" else "class"
+    out = [
+        f"{kind} {label!r} never occurs in {sp} ({meta['sources'][sp]['path']}); "
+        + ("the model cannot learn it" if sp == "train" else f"its {sp} F1 is undefined")
+        for sp, missing in meta["missing_labels"].items()
+        for label in missing
+    ]
+    out += meta.get("duplicate_json_keys", [])
+    out += [
+        f"{where}: entity type {t!r} occurs only once in the whole dataset (a typo?)"
+        for t, where in meta.get("singleton_types", {}).items()
+    ]
+    return out
+
+
 def prepare_dataset(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[dict]], dict]:
-    """Rows per split (ready for JSON Lines) and the ``dataset.json`` metadata."""
+    """Rows per split (ready for JSON Lines) and the ``dataset.json`` metadata, which also records
+    the dataset's health: ``counts`` (sizes per split), ``train_quality`` (duplicate and conflicting
+    training rows, dev/test texts found in train), ``missing_labels`` (per split), and ``warnings``
+    (every line :func:`health_warnings` prints) with ``warning_counts``."""
+    check_split_files(cfg)
     splits, info = PREPARE[cfg.task](name, cfg)
     sources = {sp: {"path": cfg.path(sp).as_posix(), "sha256": sha256_file(cfg.path(sp))} for sp in SPLITS}
     meta = {"name": name, "task": cfg.task, "splits": list(SPLITS), **info, "sources": sources}
+    meta["warnings"] = health_warnings(meta)
+    meta["warning_counts"] = {
+        "missing_labels": sum(len(v) for v in meta["missing_labels"].values()),
+        "duplicate_json_keys": len(meta.get("duplicate_json_keys", [])),
+        "singleton_types": len(meta.get("singleton_types", {})),
+    }
     rows = {sp: [dataclasses.asdict(x) for x in ss] for sp, ss in splits.items()}
     return rows, meta

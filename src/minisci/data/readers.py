@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import unicodedata
 from pathlib import Path
 
 from minisci.errors import DataFormatError
@@ -46,6 +47,18 @@ def _docstart_id(line: str, path: Path, n_docs: int) -> str:
     return m.group(1) if m else f"{path.stem}-doc{n_docs}"
 
 
+def _unicode_space(line: str) -> str | None:
+    """The first whitespace character other than space and tab: ``str.split`` would cut a token
+    there (``a\\xa0b`` would become two columns and ``b`` would be lost)."""
+    return next((c for c in line if c.isspace() and c not in " \t"), None)
+
+
+def _conll_error(path: Path, lineno: int, line: str, msg: str) -> DataFormatError:
+    if line.lstrip().startswith("{"):
+        msg += "; the line starts with '{': it looks like JSON Lines (declare format: jsonl, task: classification)"
+    return DataFormatError(path, lineno, msg)
+
+
 def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
     """Read a CoNLL-style NER file; tags are returned as written (IOB1 or IOB2)."""
     path = Path(path)
@@ -65,27 +78,38 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
             doc_id = _docstart_id(line, path, n_docs)
             n_docs += 1
             continue
+        space = _unicode_space(line)
+        if space is not None:
+            name = unicodedata.name(space, "control character").lower()
+            raise DataFormatError(
+                path,
+                lineno,
+                f"contains a {name} (U+{ord(space):04X}); columns are separated by tabs or spaces only, "
+                f"and a token cannot contain a space: {line!r}",
+            )
         fields = line.split()
         sep = "tab" if "\t" in line else "space"
         if layout is None:
             if len(fields) < 2 or not -len(fields) <= tag_column < len(fields):
-                raise DataFormatError(
+                raise _conll_error(
                     path,
                     lineno,
+                    line,
                     f"expected a token and a tag in column {tag_column}, got {len(fields)} column(s): {line!r}",
                 )
             layout = (sep, len(fields))
         if (sep, len(fields)) != layout:
-            raise DataFormatError(
+            raise _conll_error(
                 path,
                 lineno,
+                line,
                 f"expected {layout[1]} {layout[0]}-separated columns like the first token line, "
                 f"got {len(fields)} {sep}-separated: {line!r}",
             )
         token, tag = fields[0], fields[tag_column]
         if not _TAG_RE.match(tag):
-            raise DataFormatError(
-                path, lineno, f"invalid tag {tag!r} in column {tag_column}; expected O, B-<type> or I-<type>"
+            raise _conll_error(
+                path, lineno, line, f"invalid tag {tag!r} in column {tag_column}; expected O, B-<type> or I-<type>"
             )
         if not tokens:
             start = lineno
@@ -176,11 +200,33 @@ class Example:
     line: int
 
 
-def read_classification(path: str | Path, text_field: str = "text", label_field: str = "label") -> list[Example]:
+class _DuplicateKeys:
+    """``json`` object hook that builds the dict as ``json`` does (the last value wins) and notes
+    the keys that occurred more than once."""
+
+    def __init__(self):
+        self.found: list[str] = []
+
+    def __call__(self, pairs: list[tuple[str, object]]) -> dict:
+        keys = [k for k, _ in pairs]
+        self.found += sorted({k for k in keys if keys.count(k) > 1})
+        return dict(pairs)
+
+
+def read_classification(
+    path: str | Path, text_field: str = "text", label_field: str = "label", warnings: list[str] | None = None
+) -> list[Example]:
     """Read JSON Lines with a text and a label field (texts may contain newlines; labels may be
-    strings or integers, read as strings)."""
+    strings or integers, read as strings). An object with a duplicate key keeps the last value, as
+    JSON parsers do, and adds a line to ``warnings``."""
     out = []
-    for lineno, obj in iter_jsonl(path):
+    duplicates = _DuplicateKeys()
+    for lineno, obj in iter_jsonl(path, object_pairs_hook=duplicates):
+        if duplicates.found:
+            if warnings is not None:
+                keys = ", ".join(repr(k) for k in duplicates.found)
+                warnings.append(f"{path}:{lineno}: duplicate key {keys} in one JSON object; the last value is used")
+            duplicates.found = []
         if not isinstance(obj, dict):
             raise DataFormatError(path, lineno, f"expected a JSON object with '{text_field}' and '{label_field}'")
         text = obj.get(text_field)

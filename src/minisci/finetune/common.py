@@ -409,10 +409,10 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
 
     start = time.perf_counter()
     quiet_load_reports()
-    # 1. data: the training subset is drawn once, from the first seed, so every seed sees the same data
-    data = dataclasses.replace(
-        data, splits={**data.splits, "train": subsample(data.splits["train"], cfg.max_train_examples, cfg.seeds[0])}
-    )
+    # 1. data: the subsets are drawn once, from the first seed, so every seed (and both arms) sees the same data
+    limits = {"train": cfg.max_train_examples, "dev": cfg.max_eval_examples, "test": cfg.max_eval_examples}
+    splits = {sp: subsample(data.splits[sp], n, cfg.seeds[0]) for sp, n in limits.items()}
+    data = dataclasses.replace(data, splits={**data.splits, **splits})
     section = f"finetune_{task.name}"
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
     config = AutoConfig.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
