@@ -24,7 +24,9 @@ class Config:
 def scale(x: float, factor: int = 2) -> float:
     """Scale x."""
     total: float = x * factor  # why: a comment
+    assert total >= 0, "negative"
     if total > LIMIT:
+        limit: int = LIMIT
         raise ValueError(f"too big: {total}")
     logger.info("scaled %s", x)
     print(f"scaled {x}")
@@ -48,6 +50,8 @@ SAME = {
     "argparse description": ('description="the stage"', 'description="what this stage does"'),
     "argument annotation": ("x: float, factor: int = 2) -> float:", "x, factor: float = 2) -> int:"),
     "local annotation": ("total: float = x * factor", "total: int = x * factor"),
+    "nested local annotation": ("limit: int = LIMIT", "limit: float = LIMIT"),
+    "assert message": ('"negative"', 'f"negative total {total}"'),
     "formatting": ("return scale(2.0)", "return scale(\n        2.0,\n    )"),
 }
 
@@ -58,6 +62,7 @@ CHANGED = {
     "argparse flag": ("required=True", "required=False"),
     "class field annotation": ("size: int = 2", "size: float = 2"),
     "comparison": ("total > LIMIT", "total >= LIMIT"),
+    "assert condition": ("total >= 0", "total > 0"),
 }
 
 
@@ -89,3 +94,23 @@ def test_a_function_with_only_a_docstring_equals_one_with_only_pass():
 def test_a_string_used_as_data_is_code():
     assert normalise('SEP = "\\t"\n') != normalise('SEP = " "\n')
     assert normalise('x = {"key": 1}\n') != normalise('x = {"other": 1}\n')
+
+
+def test_code_hash_and_the_resume_code_version_see_the_same_code(tmp_path):
+    """The resume check (training.code_version) hashes the library as the stage fingerprints do:
+    a docstring edit keeps a checkpoint resumable, a constant edit does not."""
+    from pathlib import Path
+
+    import minisci
+    from minisci.fingerprint import code_hash
+    from minisci.training import code_version
+
+    package = Path(minisci.__file__).parent
+    assert code_version()["minisci"] == code_hash(sorted(package.rglob("*.py")), package)
+    module = tmp_path / "m.py"
+    module.write_text(BASE)
+    before = code_hash([module], tmp_path)
+    module.write_text(BASE.replace('"""Scale x."""', '"""Scale x by a factor."""'))
+    assert code_hash([module], tmp_path) == before
+    module.write_text(BASE.replace("LIMIT = 3", "LIMIT = 5"))
+    assert code_hash([module], tmp_path) != before

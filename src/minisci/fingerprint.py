@@ -9,7 +9,7 @@ library module it imports (its import closure inside ``minisci``). Normalised me
 * docstrings;
 * type annotations of functions and local variables (class-level annotations stay: a dataclass
   field is declared by its annotation, and the config classes check values against them);
-* messages: every string inside a ``raise`` statement, the ``help``/``description``/``epilog``/
+* messages: every string inside a ``raise`` statement, an ``assert``'s message, the ``help``/``description``/``epilog``/
   ``usage``/``metavar`` arguments of any call (argparse), and whole statements that only print or
   log: ``print(...)`` (to the terminal, not to a ``file=``), ``warnings.warn(...)`` and
   ``logger.info(...)``-style calls on a ``log``/``logger``/``logging`` object.
@@ -144,18 +144,30 @@ class _Normaliser(ast.NodeTransformer):
         for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs, node.args.vararg, node.args.kwarg]:
             if arg is not None:
                 arg.annotation = None
-        node.body = [self._local_annotations(s) for s in node.body]
         return self.generic_visit(node)
 
     visit_FunctionDef = visit_AsyncFunctionDef = _function
 
-    def _local_annotations(self, stmt: ast.stmt) -> ast.stmt:
-        """``x: int = 1`` in a function is ``x = 1``; a bare ``x: int`` does nothing there."""
-        if isinstance(stmt, ast.AnnAssign):
-            if stmt.value is None:
-                return ast.Pass()
-            return ast.Assign(targets=[stmt.target], value=stmt.value)
-        return stmt
+    def visit_ClassDef(self, node):
+        for stmt in node.body:  # a class-level annotation declares a (dataclass) field: code
+            if isinstance(stmt, ast.AnnAssign):
+                stmt.field = True
+        return self.generic_visit(node)
+
+    def visit_AnnAssign(self, node):
+        """Elsewhere ``x: int = 1`` is ``x = 1``, and a bare ``x: int`` does nothing."""
+        node = self.generic_visit(node)
+        if getattr(node, "field", False):
+            return node
+        if node.value is None:
+            return ast.Pass()
+        return ast.Assign(targets=[node.target], value=node.value)
+
+    def visit_Assert(self, node):
+        node = self.generic_visit(node)
+        if node.msg is not None:
+            node.msg = ast.Constant(MESSAGE)
+        return node
 
     def visit_Raise(self, node):
         return _blank_strings(node)
