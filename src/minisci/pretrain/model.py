@@ -20,6 +20,7 @@ which gives the same logits at ~6x the vocabulary projection's cost.
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from minisci.config import ModelConfig
@@ -28,6 +29,14 @@ from minisci.errors import MinisciError
 
 class ModelResolutionError(MinisciError):
     """A model name cannot be resolved offline."""
+
+
+def repo_path(name: str) -> Path:
+    """A relative path taken from the repository root, ``$DVC_ROOT``: DVC sets it for every stage, to
+    the *original* repository under ``dvc exp run --temp`` and ``--queue`` (whose temporary
+    workspaces hold only what git and DVC track); the working directory outside DVC."""
+    path = Path(name)
+    return path if path.is_absolute() else Path(os.environ.get("DVC_ROOT", ".")) / path
 
 
 def resolve_model_path(name: str) -> Path:
@@ -41,7 +50,7 @@ def resolve_model_path(name: str) -> Path:
         if not (path / "config.json").is_file():
             raise ModelResolutionError(f"model {name!r}: package {pkg!r} has no model/config.json")
         return path
-    path = Path(name)
+    path = repo_path(name)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ModelResolutionError(f"model {name!r}: directory has no config.json (not a Hugging Face model)")

@@ -1,0 +1,51 @@
+"""Stage code_fingerprint: what each stage's result can depend on besides its data and params, one
+small file per stage script -> fingerprints/<stage>.json, and the base model's content ->
+fingerprints/model_base.json. Also checks, before any other stage runs, that every dataset a
+fine-tuning stage lists is in the catalogue.
+
+Usage: python stages/code_fingerprint.py --stages stages --out fingerprints
+
+Every other stage depends on its own fingerprint file instead of its source files, so an edit that
+cannot change a result (a message, a docstring, a comment, a type hint, formatting) reruns only this
+stage (about a second); see src/minisci/fingerprint.py for what counts as the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from minisci.config import ModelConfig, check_finetune_datasets, load_section
+from minisci.fingerprint import model_content_hash, stage_fingerprint
+from minisci.io import write_json
+from minisci.pretrain.model import resolve_model_path
+from minisci.stage import run_stage
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stages", required=True, help="folder of the stage scripts")
+    p.add_argument("--out", required=True, help="folder for the fingerprint files")
+    p.add_argument("--params", default="params.yaml")
+    args = p.parse_args(argv)
+
+    check_finetune_datasets(args.params)
+    root = Path(args.stages).resolve().parent
+    out = Path(args.out)
+    for script in sorted(Path(args.stages).glob("*.py")):
+        if script.stem != "code_fingerprint":
+            write_json(out / f"{script.stem}.json", {"stage": script.stem, **stage_fingerprint(script.resolve(), root)})
+    model_cfg = load_section(ModelConfig, "model", args.params)
+    sources = {"base": model_cfg.base, "tokenizer": model_cfg.tokenizer}  # tokenizer: None = the base's
+    base = {
+        role: {"name": name, "files": model_content_hash(resolve_model_path(name))}
+        for role, name in sources.items()
+        if name not in (None, "scratch")
+    }
+    write_json(out / "model_base.json", base)
+    print(f"code_fingerprint: {len(list(out.glob('*.json'))) - 1} stages, base model {model_cfg.base}")
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))
