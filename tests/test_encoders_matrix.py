@@ -365,9 +365,6 @@ def test_matrix(encoders, data, arch, tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    raises=RuntimeError, strict=False, reason="needs the length checks at model load (positions vs max_seq_length)"
-)
 def test_64_position_model_is_refused_in_one_line_naming_the_length(data, tmp_path):
     """A BERT with 64 positions against 128-piece lengths: a one-line refusal naming the parameter
     (the length checks at load), never a tensor-size traceback."""

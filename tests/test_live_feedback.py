@@ -3,6 +3,8 @@ terminal, and one line per model load instead of transformers' LOAD REPORT table
 
 import logging
 
+import pytest
+
 from minisci.training import quiet_load_reports, training_arguments
 
 
@@ -22,16 +24,17 @@ def test_progress_bars_only_on_a_terminal(tmp_path, monkeypatch):
     assert training_arguments(tmp_path, **kwargs).report_to in ([], "none", ["none"])
 
 
-def test_load_report_is_one_line(tiny_model_dir):
+@pytest.mark.parametrize("terminal", [True, False])
+def test_load_report_is_one_line_on_a_terminal_and_dropped_from_logs(tiny_model_dir, terminal):
     from transformers import BertForTokenClassification
     from transformers.utils import logging as hf_logging
 
-    quiet_load_reports()
-    quiet_load_reports()  # idempotent
-    handler = hf_logging.get_logger().handlers[0]
+    from minisci.training import _OneLineLoadReport
+
+    one_line = _OneLineLoadReport(terminal)
     seen = []
     sink = logging.Handler()
-    sink.emit = lambda record: seen.append(record.getMessage()) if handler.filter(record) else None
+    sink.emit = lambda record: seen.append(record.getMessage()) if one_line.filter(record) else None
     logger = hf_logging.get_logger()
     logger.addHandler(sink)
     level = hf_logging.get_verbosity()
@@ -42,5 +45,8 @@ def test_load_report_is_one_line(tiny_model_dir):
         logger.removeHandler(sink)
         hf_logging.set_verbosity(level)
     reports = [m for m in seen if "LOAD REPORT" in m]
+    if not terminal:
+        assert reports == []
+        return
     assert reports and all("\n" not in m for m in reports), reports
     assert "missing" in reports[0] and "unexpected" in reports[0]
