@@ -1,9 +1,9 @@
 """Stage code_fingerprint: what each stage's result can depend on besides its data and params, one
-small file per stage script -> fingerprints/<stage>.json, and the base model's content ->
-fingerprints/model_base.json. Also checks, before any other stage runs, that every dataset a
+small file per stage script -> data/fingerprints/<stage>.json, and the base model's content ->
+data/fingerprints/model_base.json. Also checks, before any other stage runs, that every dataset a
 fine-tuning stage lists is in the catalogue.
 
-Usage: python stages/code_fingerprint.py --stages stages --out fingerprints
+Usage: python stages/code_fingerprint.py --stages stages --out data/fingerprints
 
 Every other stage depends on its own fingerprint file instead of its source files, so an edit that
 cannot change a result (a message, a docstring, a comment, a type hint, formatting) reruns only this
@@ -20,11 +20,11 @@ from minisci.config import ModelConfig, check_finetune_datasets, load_section
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
 from minisci.pretrain.model import resolve_model_path
-from minisci.stage import run_stage
+from minisci.stage import description, run_stage
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--stages", required=True, help="folder of the stage scripts")
     p.add_argument("--out", required=True, help="folder for the fingerprint files")
     p.add_argument("--params", default="params.yaml")

@@ -41,7 +41,7 @@ def test_stage_code_is_its_fingerprint_of_exactly_the_modules_it_imports(name):
     stage = STAGES[name]
     script = stage_script(stage)
     assert Path(script).stem == name
-    assert f"fingerprints/{name}.json" in deps(stage)
+    assert f"data/fingerprints/{name}.json" in deps(stage)
     assert not [d for d in deps(stage) if d.startswith(("src/", "stages/"))], "code listed beside its fingerprint"
     files = stage_fingerprint(REPO / script, REPO)["files"]
     assert files[0] == script and set(files[1:]) == closure(script)
@@ -53,11 +53,11 @@ def test_fingerprint_stage_runs_first_and_always():
     stage = STAGES[FINGERPRINT_STAGE]
     assert stage.get("always_changed") is True
     assert deps(stage) == {"stages/code_fingerprint.py"}
-    assert [next(iter(o)) for o in stage["outs"]] == ["fingerprints"]
+    assert [next(iter(o)) for o in stage["outs"]] == ["data/fingerprints"]
     scripts = {p.stem for p in (REPO / "stages").glob("*.py")} - {FINGERPRINT_STAGE}
     assert scripts == set(STAGES) - {FINGERPRINT_STAGE}
     for name in ("base_model", "pretrain"):
-        assert "fingerprints/model_base.json" in deps(STAGES[name])
+        assert "data/fingerprints/model_base.json" in deps(STAGES[name])
 
 
 # Keys that only shape a stage's matrix (which datasets run), not what any one stage instance computes.

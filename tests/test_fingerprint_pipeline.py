@@ -85,9 +85,11 @@ def test_replacing_the_base_weights_makes_what_reads_them_stale(tiny_model_dir, 
     weights[name] = weights[name] + 1.0
     save_file(weights, proj / "my_base/model.safetensors", metadata={"format": "pt"})
     run(["dvc", "repro", "code_fingerprint"], proj)
-    assert status(proj, "base_model")["base_model"] == [{"changed deps": {"fingerprints/model_base.json": "modified"}}]
+    assert status(proj, "base_model")["base_model"] == [
+        {"changed deps": {"data/fingerprints/model_base.json": "modified"}}
+    ]
     pretrain_deps = status(proj, "pretrain")["pretrain"][0]["changed deps"]
-    assert pretrain_deps["fingerprints/model_base.json"] == "modified"
+    assert pretrain_deps["data/fingerprints/model_base.json"] == "modified"
 
 
 def test_an_unknown_dataset_in_a_fine_tuning_list_fails_in_one_line_before_any_stage(tmp_path):

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from minisci.training import quiet_load_reports, training_arguments
+from minisci.training import training_arguments
 
 
 def test_live_metrics_are_written_during_finetuning(tiny_finetuned):
