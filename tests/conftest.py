@@ -139,6 +139,21 @@ def run(cmd: list[str], cwd: Path, env: dict | None = None, check: bool = True):
     return proc
 
 
+def finish_queue(proj: Path, timeout: float = 600) -> str:
+    """Run the queued experiments of ``proj`` one at a time and wait for them: the last
+    ``dvc queue status`` output (``Success`` / ``Failed`` per experiment)."""
+    import time
+
+    run(["dvc", "queue", "start", "-j", "1"], proj)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = run(["dvc", "queue", "status"], proj).stdout
+        if "Queued" not in status and "Running" not in status:
+            break
+        time.sleep(3)
+    return status
+
+
 def git_dvc_project(root: Path, *then: list[str]) -> None:
     """``root`` (with its dvc.yaml and params.yaml written) as a git + DVC repository with the pipeline
     reproduced and committed, then run the commands ``then`` in it (e.g. a ``dvc exp run``)."""

@@ -4,11 +4,10 @@ base model makes what reads it stale, and two runs from scratch give the same ou
 
 import json
 import shutil
-import time
 
 import pytest
 import yaml
-from conftest import copy_project, make_project, run
+from conftest import copy_project, finish_queue, make_project, run
 
 # Edits of the library that cannot change a result, each in a module of every stage's closure or of a few.
 HARMLESS = {
@@ -80,13 +79,7 @@ def test_replacing_the_base_weights_makes_what_reads_them_stale(tiny_model_dir, 
     run(["git", "commit", "-qm", "ignore the base"], proj)
     run(["dvc", "exp", "run", "--temp", "base_model"], proj)  # a temporary workspace has no my_base
     run(["dvc", "exp", "run", "--queue", "-n", "queued", "base_model"], proj)  # nor has a queued one
-    run(["dvc", "queue", "start", "-j", "1"], proj)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        queue = run(["dvc", "queue", "status"], proj).stdout
-        if "Queued" not in queue and "Running" not in queue:
-            break
-        time.sleep(3)
+    queue = finish_queue(proj, timeout=300)
     assert "Success" in queue and "Failed" not in queue, queue
     run(["dvc", "repro", "base_model"], proj)
     assert "base_model" not in status(proj, "base_model")

@@ -7,11 +7,10 @@ covers ``dvc exp run`` / ``exp show`` on smaller pipelines (test_experiments.py,
 
 import json
 import shutil
-import time
 
 import pytest
 import yaml
-from conftest import REPO, copy_project, run
+from conftest import REPO, copy_project, finish_queue, run
 from huggingface_hub import ModelCard
 
 
@@ -74,13 +73,7 @@ def test_queued_grid_apply_and_branch(project):
             ["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_classification.learning_rate={lr}"],
             project,
         )
-    run(["dvc", "queue", "start", "-j", "1"], project)
-    deadline = time.time() + 600
-    while time.time() < deadline:
-        status = run(["dvc", "queue", "status"], project).stdout
-        if "Queued" not in status and "Running" not in status:
-            break
-        time.sleep(3)
+    status = finish_queue(project)
     assert "Success" in status and "Failed" not in status, status
     names = json.dumps(json.loads(run(["dvc", "exp", "show", "--json"], project).stdout))
     assert "lr2" in names and "lr4" in names
