@@ -327,6 +327,22 @@ def test_classification_study_scores_macro_f1_and_accuracy(monkeypatch):
     assert "| class | support |" in markdown and "| method | 3 |" in markdown
 
 
+def test_classification_study_averages_over_the_labels_in_gold_as_the_stage_does():
+    """A class that is absent from the test gold (but predicted by one side) is left out of the macro
+    average for both sides: the same fixed class set as the stage's macro-F1."""
+    from minisci.metrics.classification_f1 import classification_scores
+
+    labels = ["background", "method", "result", "other"]
+    gold = ["background", "background", "method", "result"]
+    pred_a = ["background", "method", "method", "result"]
+    pred_b = ["background", "other", "method", "result"]  # "other" never occurs in gold
+    sc = studies.scoring("classification", gold, [pred_a, pred_b], labels)
+    assert sc.items == ["background", "method", "result"]
+    for pred in (pred_a, pred_b):
+        expected = classification_scores(gold, pred, labels)["macro_f1"]
+        assert round(float(sc.scores["f1"](sc.count(gold, pred).sum(0))), 4) == expected
+
+
 def test_a_study_of_an_unknown_task_is_one_line_error():
     spec = studies.parse_spec(SPEC, "spec")
     index = {"welt": {"catalog": {"toy": {"task": "parsing"}}}}

@@ -16,7 +16,8 @@ git, predictions from the local DVC cache), scores every seed's predictions, and
 by :func:`minisci.report.bootstrap.seed_bootstrap` over paired seeds and test examples, with the
 catalogue's published anchors beside them. The dataset's catalogue ``task`` decides the scores: for
 ``ner``, entity F1, precision and recall overall (exact typed spans) and F1 per entity type; for
-``classification``, macro-F1, macro precision and macro recall over the classes in play, accuracy, and
+``classification``, macro-F1, macro precision and macro recall over the dataset's labels found in the
+test gold (the stage's rule, the same class set for both sides), accuracy, and
 F1 per class. A study whose experiments have not run is listed with the commands that run it.
 
 A curve (``curves:``) puts several studies' F1 differences on one axis, for example adapted − baseline
@@ -363,9 +364,10 @@ def scoring(task: str, gold: list, preds: list[list], labels: list[str]) -> Scor
     """The scoring of a ``task`` (the catalogue's ner | classification) for the gold labels and every
     seed's predictions of both sides; ``labels`` are the classification stage's labels (its order)."""
     if task == "classification":
-        seen = set(gold) | {x for pred in preds for x in pred}
-        classes = [lab for lab in labels if lab in seen]  # the stage's macro-F1 averages over these
-        classes += sorted(seen - set(classes))
+        # The stage's rule (minisci.metrics.classification_f1): one fixed class set for both sides, the
+        # dataset's labels with gold support, so a class only one side predicts cannot change the average.
+        in_gold = set(gold)
+        classes = [lab for lab in labels if lab in in_gold] + sorted(in_gold - set(labels))
 
         def count(g, p, item=None):
             if item is not None:
