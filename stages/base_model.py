@@ -16,6 +16,7 @@ from minisci.config import ModelConfig, PretrainConfig, load_section
 from minisci.io import atomic_path
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.stage import description, run_stage
+from minisci.training import quiet_load_reports
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> None:
 
     model_cfg = load_section(ModelConfig, "model", args.params)
     seed = load_section(PretrainConfig, "pretrain", args.params).seed  # same init as the pretrain stage
+    quiet_load_reports()  # no LOAD REPORT table or weight bars in a log file
     tokenizer = load_tokenizer(model_cfg)
     model, random_heads = load_pretraining_model(model_cfg, len(tokenizer), seed)  # any masked-LM encoder
     with atomic_path(args.out) as out:

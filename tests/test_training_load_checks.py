@@ -233,6 +233,16 @@ def test_a_stage_log_has_no_load_report_and_no_weight_bars(tmp_path, tiny_model_
     assert "unk_rate" in json.loads((tmp_path / "m.json").read_text())
 
 
+def test_the_base_model_stage_log_has_no_load_report_and_no_bars(tmp_path, tiny_model_dir):
+    params = write_params(tmp_path, {"model": {"base": str(tiny_model_dir)}})
+    cmd = [sys.executable, str(REPO / "stages/base_model.py"), "--out", str(tmp_path / "out"), "--params", str(params)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = proc.stdout + proc.stderr
+    assert "LOAD REPORT" not in log and "Loading weights" not in log and "Writing model shards" not in log
+    assert proc.stdout.startswith("base_model: ")
+
+
 def test_the_stale_checkpoint_message_only_when_there_was_a_checkpoint(tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()  # the Trainer creates its output directory before the resume check
