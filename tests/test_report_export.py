@@ -193,6 +193,57 @@ def test_chart_bars_and_label_come_from_one_summary_row(run_data):
         assert summary[f"{task}.{ds}.adapted.test.{metric}"] == t["bootstrap"]["mean_b"]
 
 
+def test_chart_keeps_the_values_it_draws(run_data, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    _, data = run_data
+    export._comparison_chart(plt, data, tmp_path / "c.png")
+    kept = json.loads(Image.open(tmp_path / "c.png").text["Description"])["bars"]
+    assert kept == json.loads(json.dumps(export.comparison_bars(data)))
+
+
+def test_committed_report_chart_and_summary_agree():
+    """The committed run: each dataset's row of metrics/report.md, its bars and label in
+    plots/charts/comparison.png (the values drawn, kept in the PNG's Description chunk) and
+    metrics/summary.json give one and the same headline."""
+    from PIL import Image
+
+    summary = json.loads((REPO / "metrics" / "summary.json").read_text())
+    bars = json.loads(Image.open(REPO / "plots" / "charts" / "comparison.png").text["Description"])["bars"]
+    lines = (REPO / "metrics" / "report.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = lines[start : next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    rows = {}
+    for line in table[2:]:
+        if not line.startswith("|"):
+            break
+        cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
+        rows[cells["dataset"]] = cells
+    datasets = {k.split(".")[1] for k in summary if k.split(".")[0] in export.TASKS and ".delta." in k}
+    assert datasets and {bar["dataset"] for bar in bars} == set(rows) == datasets
+    for bar in bars:
+        task, ds = bar["task"], bar["dataset"]
+        metric, row = export.TASKS[task].metric, rows[ds]
+        delta = summary[f"{task}.{ds}.delta.{metric}"]
+        for arm in export.ARMS:
+            mean = summary[f"{task}.{ds}.{arm}.test.{metric}"]
+            assert bar[arm] == pytest.approx(100 * mean, abs=1e-9)
+            shown = row[arm].split(" ± ")
+            assert shown[0] == f"{100 * mean:.2f}"
+            if f"{task}.{ds}.{arm}.test.{metric}_sd" in summary:
+                assert shown[1] == f"{100 * summary[f'{task}.{ds}.{arm}.test.{metric}_sd']:.2f}"
+        assert row["difference"] == f"{100 * delta:+.2f}"
+        assert row["p"] == f"{summary[f'{task}.{ds}.delta.p_value']:.3f}"
+        assert bar["label"].startswith(f"{row['difference']}, p={row['p']}")
+        assert row["verdict"].startswith(bar["label"].split("\n")[1])
+        assert bar["ci"] == pytest.approx([100 * summary[f"{task}.{ds}.delta.ci_{k}"] for k in ("low", "high")])
+
+
 def test_single_seed_bar_is_labelled_with_its_seed(run_data):
     _, data = run_data
     one = {**data, "tasks": {}}
