@@ -523,3 +523,8 @@ HISTORY = re.compile(
 def test_no_history_in_the_docs(doc):
     hits = [line for line in doc.read_text(encoding="utf-8").splitlines() if HISTORY.search(line)]
     assert hits == []
+
+
+def test_sync_with_a_missing_root_is_one_line_error(tmp_path, capsys):
+    assert sync_docs.main(["--root", str(tmp_path / "nope"), "--run"]) == 1
+    assert capsys.readouterr().err == f"error: --root {tmp_path / 'nope'}: not a directory\n"

@@ -214,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     root = Path(args.root)
+    if not root.is_dir():
+        print(f"error: --root {args.root}: not a directory", file=sys.stderr)
+        return 1
     try:
         changed = stale(root, args.run)
         if args.check:
