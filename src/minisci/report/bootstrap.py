@@ -45,6 +45,51 @@ variance of the per-seed differences (seed-to-seed variation; it includes each s
 noise, so the model is slightly conservative). The minimum detectable effect at power 1 - beta and
 two-sided alpha is (z_{1-alpha/2} + z_{1-beta}) * SE (normal approximation). With one seed v_seed is
 unknown and the estimate covers the test sample only.
+
+Several pretraining seeds (:func:`multi_bootstrap`, the Multi-Bootstrap of MultiBERTs, Sellam et al.
+2022): the adapted arm is a *procedure* (continued pretraining with a random seed), so its runs come
+from P adapted checkpoints, K fine-tuning runs on each (K = 1: the paired design, fine-tuning seed i
+on pretraining seed i; K = S: the full cross). What pairing survives:
+
+* the test examples, fully: every run of both arms is scored on the same test set, so each replicate
+  draws the examples once, shared by everything (as above);
+* the fine-tuning seed, by value: adapted run (p, s) is paired with the baseline run of fine-tuning
+  seed s (same data order and head initialisation), its *partner*; the difference of a run is
+  d(p, s) = adapted(p, s) - baseline(s);
+* the pretraining seed: none. The baseline has no pretraining seed (its encoder is the base model,
+  a fixed object, not a draw), so pretraining seeds are drawn for the adapted arm alone, and the
+  baseline follows through the partners of the drawn runs.
+
+Each replicate draws (1) the test examples, (2) P pretraining seeds with replacement and (3) within
+each drawn pretraining seed, K of its runs with replacement, then averages the drawn runs' d over the
+drawn examples. The examples use the stream of :func:`paired_bootstrap`, step (3) that of the seed
+draws of :func:`seed_bootstrap` and step (2) a third stream, so with one pretraining seed (P = 1,
+K = S) step (2) always draws it and the result is :func:`seed_bootstrap`'s bit for bit. Interval,
+p-value, TOST and the verdict are computed from these replicates as before (Holm on their p-values).
+Beside them: the same replicates with the pretraining seeds held fixed (step 2 keeps every seed once):
+the verdict that ignores pretraining variance, about these P checkpoints rather than the procedure.
+In the paired design (K = 1) holding the checkpoints fixed also holds each checkpoint's one
+fine-tuning run fixed, so that interval is the test sample's alone.
+
+Variance components (:func:`pretrain_components`) of one run's difference d, estimated from the
+observed scores: v_ft (fine-tuning seed) and v_pre (pretraining seed). With K >= 2 runs per
+checkpoint, one-way analysis of variance of d by checkpoint: v_ft = W, the pooled within-checkpoint
+variance, and v_pre = max(0, B - W / K), B the variance of the checkpoints' mean differences. With
+K = 1 the two are confounded in d; the baseline tells them apart: v_pre = Var(adapted runs) -
+Var(baseline runs), clipped to [0, Var(d)] (the fine-tuning seed is assumed to move both arms' scores
+equally), and v_ft = Var(d) - v_pre. With P = 1, v_ft = v_seed above and v_pre is unknown. The
+variance of the mean difference is modelled as V = v_ex * n0 / n + v_ft / N + v_pre / P (N = P * K
+adapted runs): the minimum detectable effect is (z_{1-alpha/2} + z_{1-beta}) * sqrt(V), and the
+pretraining seeds that reach a margin m are the fewest P with that at most m, K runs each
+(:func:`seeds_for_margin` with seed variance v_ft / K + v_pre). The variance shares of the report
+are v_ex / V, (v_ft / N) / V and (v_pre / P) / V; they add up to 1 (with P = 1 the pretraining share
+is unknown and the other two add up to 1).
+
+A pretraining seed is marked as an outlier when the mean adapted score of its runs lies farther from
+the mean of the other checkpoints' than fine-tuning seeds alone explain: more than z_{1-alpha/(2P)}
+(Bonferroni over the P checkpoints) standard errors sqrt(v_b / K * (1 + 1 / (P - 1))), v_b the
+variance of the baseline's runs (what fine-tuning seeds alone do to a score). Only the farthest
+checkpoint can be marked, and only with P >= 3 (with two, neither is "the odd one").
 """
 
 from __future__ import annotations
@@ -255,3 +300,181 @@ def holm(p_values: list[float]) -> list[float]:
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
         out[i] = round(running, 4)
     return out
+
+
+# pretraining seeds: the Multi-Bootstrap -------------------------------------------------------------------
+
+
+def _design(pretrain_seeds: list[int], partners: list[int], n_a: int, n_b: int) -> list[list[int]]:
+    """The adapted runs grouped by pretraining seed (first appearance first), after checking that the
+    design is balanced: the same number of runs on every checkpoint, every baseline run the partner of
+    the same number of adapted runs (so the replicates' baseline mean is the baseline's mean)."""
+    if n_b == 0 or len(pretrain_seeds) != n_b or len(partners) != n_b:
+        raise ValueError(
+            f"multi-bootstrap needs one pretraining seed and one baseline partner per adapted run: "
+            f"{n_b} runs, {len(pretrain_seeds)} pretraining seeds, {len(partners)} partners"
+        )
+    if any(not 0 <= j < n_a for j in partners):
+        raise ValueError(f"multi-bootstrap partners must index the {n_a} baseline runs: {partners}")
+    groups: dict[int, list[int]] = {}
+    for run, p in enumerate(pretrain_seeds):
+        groups.setdefault(p, []).append(run)
+    sizes = {p: len(g) for p, g in groups.items()}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"multi-bootstrap needs the same number of runs on every pretraining seed: {sizes}")
+    uses = [partners.count(j) for j in range(n_a)]
+    if len(set(uses)) != 1:
+        raise ValueError(f"multi-bootstrap needs every baseline run to partner as many adapted runs: {uses}")
+    return list(groups.values())
+
+
+def pretrain_components(
+    score_b: np.ndarray, score_a: np.ndarray, partners: list[int], groups: list[list[int]]
+) -> tuple[float | None, float | None]:
+    """(v_ft, v_pre): the fine-tuning-seed and pretraining-seed variance of one run's difference, from
+    the observed per-run scores (see the module docstring); None where the design cannot tell."""
+    d = score_b - score_a[partners]
+    n_pre, per = len(groups), len(groups[0])
+    if n_pre == 1:
+        return (float(d.var(ddof=1)) if per > 1 else None), None
+    if per > 1:  # one-way analysis of variance by checkpoint
+        within = float(np.mean([d[g].var(ddof=1) for g in groups]))
+        between = float(np.var([d[g].mean() for g in groups], ddof=1))
+        return within, max(0.0, between - within / per)
+    total = float(d.var(ddof=1))
+    extra = float(score_b.var(ddof=1) - score_a[partners].var(ddof=1)) if len(score_a) > 1 else 0.0
+    v_pre = min(total, max(0.0, extra))
+    return total - v_pre, v_pre
+
+
+def variance_shares(
+    example_var: float, ft_var: float | None, pretrain_var: float | None, runs: int, n_pre: int
+) -> dict:
+    """Shares of the mean difference's variance V = v_ex + v_ft / N + v_pre / P from the test sample,
+    the fine-tuning seeds and the pretraining seeds (None: unknown); the known ones add up to 1."""
+    parts = {
+        "test": example_var,
+        "finetune": None if ft_var is None else ft_var / runs,
+        "pretrain": None if pretrain_var is None else pretrain_var / n_pre,
+    }
+    total = sum(v for v in parts.values() if v is not None)
+    return {k: (None if v is None else (v / total if total > 0 else 0.0)) for k, v in parts.items()}
+
+
+def _outlier(score_b: np.ndarray, score_a: np.ndarray, groups: list[list[int]], alpha: float) -> list[float | None]:
+    """Per checkpoint: how many fine-tuning standard errors its mean adapted score lies from the mean
+    of the other checkpoints' (None when the baseline has one run or there are fewer than 3)."""
+    n_pre, per = len(groups), len(groups[0])
+    if n_pre < 3 or len(score_a) < 2 or score_a.var(ddof=1) <= 0:
+        return [None] * n_pre
+    means = np.array([score_b[g].mean() for g in groups])
+    se = math.sqrt(score_a.var(ddof=1) / per * (1 + 1 / (n_pre - 1)))
+    return [float((means[i] - np.delete(means, i).mean()) / se) for i in range(n_pre)]
+
+
+def multi_bootstrap(
+    counts_a: list[np.ndarray],
+    counts_b: list[np.ndarray],
+    pretrain_seeds: list[int],
+    metric,
+    n_resamples: int,
+    seed: int,
+    margin: float | None = None,
+    partners: list[int] | None = None,
+) -> dict:
+    """Mean difference metric(b) - metric(a) when arm b's runs come from several pretraining seeds:
+    the Multi-Bootstrap over test examples, pretraining seeds and the fine-tuning runs within each
+    (see the module docstring).
+
+    ``counts_a``: one per-example count array per baseline run (fine-tuning seed); ``counts_b``: one
+    per adapted run, ``pretrain_seeds[j]`` the pretraining seed run j was fine-tuned from and
+    ``partners[j]`` the index of its baseline run (the same fine-tuning seed; default: run j). Returns
+    the keys of :func:`seed_bootstrap` (``seeds``: the adapted runs), equal to its result bit for
+    bit with one pretraining seed, and ``pretrain_seeds`` (P), ``runs_per_pretrain_seed`` (K),
+    ``ft_var`` and ``pretrain_var`` (:func:`pretrain_components`), ``shares``
+    (:func:`variance_shares`), ``per_pretrain_seed`` (each checkpoint's mean scores, difference and
+    ``outlier``) and ``fixed``: interval, p-values and TOST with the pretraining seeds held fixed.
+    """
+    partners = list(range(len(counts_b))) if partners is None else list(partners)
+    groups = _design(list(pretrain_seeds), partners, len(counts_a), len(counts_b))
+    shapes = {c.shape for c in (*counts_a, *counts_b)}
+    if len(shapes) != 1:
+        raise ValueError(f"multi-bootstrap needs the same examples in every run: shapes {sorted(shapes)}")
+    # 1. observed scores; the difference is taken run by run against each run's baseline partner
+    n, n_pre, per = len(counts_b[0]), len(groups), len(groups[0])
+    score_a = np.array([float(metric(c.sum(0))) for c in counts_a])
+    score_b = np.array([float(metric(c.sum(0))) for c in counts_b])
+    per_run = score_b - score_a[partners]
+    observed = float(score_b.mean() - score_a[partners].mean())
+    # 2. replicates: three streams, so that one pretraining seed leaves seed_bootstrap's two untouched
+    rng = np.random.default_rng(seed)  # the example draws
+    seed_rng = np.random.default_rng([seed, 1])  # the fine-tuning runs within each drawn checkpoint
+    pre_rng = np.random.default_rng([seed, 2])  # the pretraining seeds
+    table = np.array(groups)  # [P, K] run indices
+    diffs, fixed, example_only = (np.empty(n_resamples) for _ in range(3))
+    for start in range(0, n_resamples, 200):  # chunks keep memory at 200 x n multiplicities
+        m = rng.multinomial(n, np.full(n, 1.0 / n), size=min(200, n_resamples - start)).astype(float)
+        delta = _resampled_scores(counts_b, m, metric) - _resampled_scores(counts_a, m, metric)[:, partners]
+        within = seed_rng.integers(per, size=(len(m), n_pre, per))
+        drawn = pre_rng.integers(n_pre, size=(len(m), n_pre))
+        rows, chunk = np.arange(len(m))[:, None], slice(start, start + len(m))
+        diffs[chunk] = delta[rows, table[drawn[:, :, None], within].reshape(len(m), -1)].mean(axis=1)
+        kept = np.broadcast_to(np.arange(n_pre)[None, :, None], within.shape)
+        fixed[chunk] = delta[rows, table[kept, within].reshape(len(m), -1)].mean(axis=1)
+        example_only[chunk] = delta.mean(axis=1)
+    # 3. the result: seed_bootstrap's keys, then the pretraining-seed ones
+    sd = 1 if len(counts_b) > 1 else 0
+    extra = {} if margin is None else {"margin": margin, "p_equivalence": equivalence_p(diffs, margin)}
+    fixed_extra = {} if margin is None else {"margin": margin, "p_equivalence": equivalence_p(fixed, margin)}
+    ft_var, pretrain_var = pretrain_components(score_b, score_a, partners, groups)
+    example_var = float(example_only.var(ddof=1))
+    z = _outlier(score_b, score_a, groups, ALPHA)
+    known = [abs(v) for v in z if v is not None]
+    worst = int(np.argmax(known)) if known else None
+    crit = NormalDist().inv_cdf(1 - ALPHA / (2 * n_pre))
+    return {
+        **_interval(diffs, observed),
+        **extra,
+        "seeds": len(counts_b),
+        "mean_a": round(float(score_a.mean()), 4),
+        "sd_a": round(float(score_a.std(ddof=1 if len(counts_a) > 1 else 0)), 4),
+        "mean_b": round(float(score_b.mean()), 4),
+        "sd_b": round(float(score_b.std(ddof=sd)), 4),
+        "seed_differences": [round(float(d), 4) for d in per_run],
+        "seeds_b_better": int(np.sum(per_run > 0)),
+        "examples": n,
+        "example_var": example_var,
+        "seed_var": float(per_run.var(ddof=1)) if len(counts_b) > 1 else None,
+        "pretrain_seeds": n_pre,
+        "runs_per_pretrain_seed": per,
+        "ft_var": ft_var,
+        "pretrain_var": pretrain_var,
+        "shares": variance_shares(example_var, ft_var, pretrain_var, len(counts_b), n_pre),
+        "per_pretrain_seed": [
+            {
+                "pretrain_seed": pretrain_seeds[g[0]],
+                "runs": len(g),
+                "mean_a": round(float(score_a[[partners[j] for j in g]].mean()), 4),
+                "mean_b": round(float(score_b[g].mean()), 4),
+                "difference": round(float(per_run[g].mean()), 4),
+                "z": None if z[i] is None else round(z[i], 2),
+                "outlier": worst is not None and i == worst and abs(z[i]) > crit,
+            }
+            for i, g in enumerate(groups)
+        ],
+        "fixed": {**_interval(fixed, observed), **fixed_extra},
+    }
+
+
+def multi_power(boot: dict, margin: float, alpha: float = ALPHA, power: float = POWER) -> dict:
+    """The Multi-Bootstrap design's minimum detectable effect (P pretraining seeds x K runs each x
+    the test set), sqrt(v_ex + v_ft / N + v_pre / P) x (z_{1-alpha/2} + z_{1-beta}), and the fewest
+    pretraining seeds (K runs each) whose minimum detectable effect is at most ``margin`` (None:
+    unknown with one pretraining seed, or unreachable on this test set). With one pretraining seed
+    the MDE is :func:`minimum_detectable_effect`'s for the fine-tuning seeds."""
+    n_pre, per = boot["pretrain_seeds"], boot["runs_per_pretrain_seed"]
+    ft, pre = boot["ft_var"], boot["pretrain_var"]
+    unit = None if ft is None and pre is None else (ft or 0.0) / per + (pre or 0.0)  # one checkpoint's K runs
+    mde = minimum_detectable_effect(boot["example_var"], unit, n_pre, boot["examples"], boot["examples"], alpha, power)
+    need = seeds_for_margin(margin, boot["example_var"], unit, alpha, power) if pre is not None else None
+    return {"mde": round(mde, 4), "pretrain_seeds_for_margin": need, "margin_reachable": mde <= margin}

@@ -31,13 +31,13 @@ from minisci.report.bootstrap import (
     f1_from_counts,
     holm,
     macro_f1_from_counts,
-    minimum_detectable_effect,
+    multi_power,
     ner_counts,
-    seed_bootstrap,
     seeds_for_margin,
     verdict,
 )
 from minisci.report.errors import NER_KINDS, arm_differences, confident_errors, conll_text, ner_errors
+from minisci.report.pretrain_seeds import compare, report_rows
 
 ARMS = ("baseline", "adapted")
 
@@ -192,12 +192,10 @@ def _errors(task: str, preds: dict, texts: list[str] | None, labels: list[str], 
 
 
 def _power(boot: dict, margin: float) -> dict:
-    """Minimum detectable effect of this design (seeds x test examples) and the seeds the margin needs."""
-    mde = minimum_detectable_effect(
-        boot["example_var"], boot["seed_var"], boot["seeds"], boot["examples"], boot["examples"]
-    )
+    """Minimum detectable effect of this design (pretraining seeds x fine-tuning runs x test examples),
+    the pretraining seeds and the fine-tuning seeds the margin needs."""
     need = seeds_for_margin(margin, boot["example_var"], boot["seed_var"])
-    return {"mde": round(mde, 4), "seeds_for_margin": need, "margin_reachable": mde <= margin}
+    return {**multi_power(boot, margin), "seeds_for_margin": need}
 
 
 def collect(
@@ -220,14 +218,17 @@ def collect(
             preds = {a: _predictions(models_dir / t.stage / ds / a / "test_predictions.jsonl") for a in ARMS}
             labels = t.labels(arms, preds)
             counts = {a: [t.counts(rows, labels) for rows in _seed_rows(preds[a], arms[a]["seeds"])] for a in ARMS}
-            # examples and seeds resampled together (one seed: the paired bootstrap over examples)
-            boot = seed_bootstrap(
+            # examples, pretraining seeds and fine-tuning seeds resampled together (the Multi-Bootstrap;
+            # one pretraining seed: the seed bootstrap, one seed: the paired bootstrap over examples)
+            boot = compare(
                 counts["baseline"],
                 counts["adapted"],
+                arms,
                 t.score(labels),
                 cfg.bootstrap_resamples,
                 cfg.seed,
-                margin=cfg.margin(task),
+                cfg.margin(task),
+                metrics_dir / t.stage / ds / "adapted.json",
             )
             boot.update(verdict=verdict(boot), **_power(boot, cfg.margin(task)))
             published = catalog[ds].published if ds in catalog else None
@@ -556,6 +557,7 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
         "",
         *_power_rows(data, cfg),
         "",
+        *report_rows([(ds, t["bootstrap"], cfg.margin(task)) for (task, ds), t in data["tasks"].items()]),
     ]
     if data.get("health"):
         lines += [

@@ -1,0 +1,82 @@
+"""Pretraining seeds: the adapted arm as a procedure, and which adapted encoder each of its
+fine-tuning runs starts from.
+
+``pretrain.seeds`` lists the pretraining seeds, like the fine-tuning seeds: each gives its own adapted
+encoder (its own masking, head initialisation and data order, from the same corpus and pairs). A
+params file that has only ``pretrain.seed`` (every run so far) means that one seed, so the committed
+run and its lock stay what they are. ``pretrain.seed_design`` spreads the adapted arm's fine-tuning
+runs over the encoders:
+
+* ``paired`` (default): fine-tuning seed i runs on pretraining seed i (i modulo the number of
+  pretraining seeds), so the adapted arm keeps as many fine-tuning runs as the baseline; with one
+  pretraining seed every fine-tuning seed runs on it, as today;
+* ``cross``: every fine-tuning seed on every pretraining seed (P x S runs), which alone separates
+  pretraining-seed from fine-tuning-seed variance without assumptions
+  (:func:`minisci.report.bootstrap.pretrain_components`).
+
+The statistics that use the assignment are in :mod:`minisci.report.bootstrap` (the Multi-Bootstrap);
+the report reads each run's pretraining seed from its metrics file (:mod:`minisci.report.pretrain_seeds`).
+Nothing in the training stages reads this module yet: see docs/design.md ("Pretraining seeds") for
+the stage layout that will.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from minisci.errors import ConfigError
+
+DESIGNS = ("paired", "cross")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainSeeds:
+    """The pretraining seeds and how the adapted arm's fine-tuning runs are spread over them."""
+
+    seeds: tuple[int, ...]
+    design: str = "paired"
+
+    def __post_init__(self) -> None:
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"params section 'pretrain': seeds must list distinct seeds, got {list(self.seeds)}")
+        if self.design not in DESIGNS:
+            raise ConfigError(f"params section 'pretrain': seed_design must be one of {DESIGNS}, got {self.design!r}")
+
+    @property
+    def first(self) -> int:
+        """The seed whose encoder is *the* adapted encoder (embeddings, model cards, serving)."""
+        return self.seeds[0]
+
+    def runs(self, finetune_seeds: list[int] | tuple[int, ...]) -> list[tuple[int, int]]:
+        """The adapted arm's fine-tuning runs as (pretraining seed, fine-tuning seed), in the order of
+        the fine-tuning seeds (cross: pretraining seed by pretraining seed)."""
+        n_pre, n_ft = len(self.seeds), len(finetune_seeds)
+        if self.design == "cross":
+            return [(p, s) for p in self.seeds for s in finetune_seeds]
+        if n_ft % n_pre:
+            # unequal runs per encoder would weigh the encoders unequally in the arm's mean
+            raise ConfigError(
+                f"params section 'pretrain': seed_design paired needs a multiple of {n_pre} fine-tuning seeds "
+                f"(one run or more on each of the {n_pre} pretraining seeds), got {n_ft}"
+            )
+        return [(self.seeds[i % n_pre], s) for i, s in enumerate(finetune_seeds)]
+
+    def finetune_seeds_on(self, pretrain_seed: int, finetune_seeds: list[int] | tuple[int, ...]) -> list[int]:
+        """The fine-tuning seeds that run on one pretraining seed's encoder (what its stage trains)."""
+        if pretrain_seed not in self.seeds:
+            raise ConfigError(f"params section 'pretrain': {pretrain_seed} is not one of seeds {list(self.seeds)}")
+        return [s for p, s in self.runs(finetune_seeds) if p == pretrain_seed]
+
+
+def pretrain_seeds(section: dict) -> PretrainSeeds:
+    """The pretraining seeds of a raw ``pretrain`` params section: ``seeds`` (a list) or, in a params
+    file written before it, ``seed`` alone; not both (one fact in one place)."""
+    if "seeds" in section and "seed" in section:
+        raise ConfigError("params section 'pretrain': set seeds (a list) or seed (one seed), not both")
+    if "seeds" not in section and "seed" not in section:
+        raise ConfigError("params section 'pretrain': missing key 'seeds'")
+    raw = section["seeds"] if "seeds" in section else [section["seed"]]
+    if not isinstance(raw, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in raw):
+        raise ConfigError(f"params pretrain.seeds: expected a list of integers, got {raw!r}")
+    design = section.get("seed_design", "paired")
+    return PretrainSeeds(tuple(raw), design)
