@@ -86,9 +86,11 @@ are v_ex / V, (v_ft / N) / V and (v_pre / P) / V; they add up to 1 (with P = 1 t
 is unknown and the other two add up to 1).
 
 A pretraining seed is marked as an outlier when the mean adapted score of its runs lies farther from
-the mean of the other checkpoints' than fine-tuning seeds alone explain: more than z_{1-alpha/(2P)}
-(Bonferroni over the P checkpoints) standard errors sqrt(v_b / K * (1 + 1 / (P - 1))), v_b the
-variance of the baseline's runs (what fine-tuning seeds alone do to a score). Only the farthest
+the mean of the other checkpoints' than fine-tuning seeds alone explain: more than t_{df, 1-alpha/(2P)}
+(Student t, Bonferroni over the P checkpoints) standard errors sqrt(v_r / K * (1 + 1 / (P - 1))),
+v_r the variance of a run's score around its own encoder's mean (what fine-tuning seeds alone do to
+a score), pooled over the baseline's runs and the runs within each checkpoint (df = S - 1 + P(K - 1);
+a t, not a normal quantile, because three seeds estimate a variance badly). Only the farthest
 checkpoint can be marked, and only with P >= 3 (with two, neither is "the odd one").
 """
 
@@ -361,15 +363,22 @@ def variance_shares(
     return {k: (None if v is None else (v / total if total > 0 else 0.0)) for k, v in parts.items()}
 
 
-def _outlier(score_b: np.ndarray, score_a: np.ndarray, groups: list[list[int]], alpha: float) -> list[float | None]:
+def _outlier(score_b: np.ndarray, score_a: np.ndarray, groups: list[list[int]]) -> tuple[list[float | None], float]:
     """Per checkpoint: how many fine-tuning standard errors its mean adapted score lies from the mean
-    of the other checkpoints' (None when the baseline has one run or there are fewer than 3)."""
+    of the other checkpoints' (None with fewer than 3 checkpoints or no replicated run), and the
+    Student-t critical value an outlier exceeds (see the module docstring)."""
+    from scipy.stats import t as student_t  # scipy comes with scikit-learn
+
     n_pre, per = len(groups), len(groups[0])
-    if n_pre < 3 or len(score_a) < 2 or score_a.var(ddof=1) <= 0:
-        return [None] * n_pre
+    squares = float(np.sum((score_a - score_a.mean()) ** 2))
+    squares += sum(float(np.sum((score_b[g] - score_b[g].mean()) ** 2)) for g in groups)
+    df = (len(score_a) - 1) + n_pre * (per - 1)
+    if n_pre < 3 or df < 1 or squares <= 0:
+        return [None] * n_pre, math.inf
     means = np.array([score_b[g].mean() for g in groups])
-    se = math.sqrt(score_a.var(ddof=1) / per * (1 + 1 / (n_pre - 1)))
-    return [float((means[i] - np.delete(means, i).mean()) / se) for i in range(n_pre)]
+    se = math.sqrt(squares / df / per * (1 + 1 / (n_pre - 1)))
+    crit = float(student_t.ppf(1 - ALPHA / (2 * n_pre), df))
+    return [float((means[i] - np.delete(means, i).mean()) / se) for i in range(n_pre)], crit
 
 
 def multi_bootstrap(
@@ -393,7 +402,8 @@ def multi_bootstrap(
     bit with one pretraining seed, and ``pretrain_seeds`` (P), ``runs_per_pretrain_seed`` (K),
     ``ft_var`` and ``pretrain_var`` (:func:`pretrain_components`), ``shares``
     (:func:`variance_shares`), ``per_pretrain_seed`` (each checkpoint's mean scores, difference and
-    ``outlier``) and ``fixed``: interval, p-values and TOST with the pretraining seeds held fixed.
+    ``outlier``), the replicates' variance ``replicate_var`` and ``fixed``: interval, p-values, TOST
+    and replicate variance with the pretraining seeds held fixed.
     """
     partners = list(range(len(counts_b))) if partners is None else list(partners)
     groups = _design(list(pretrain_seeds), partners, len(counts_a), len(counts_b))
@@ -428,10 +438,8 @@ def multi_bootstrap(
     fixed_extra = {} if margin is None else {"margin": margin, "p_equivalence": equivalence_p(fixed, margin)}
     ft_var, pretrain_var = pretrain_components(score_b, score_a, partners, groups)
     example_var = float(example_only.var(ddof=1))
-    z = _outlier(score_b, score_a, groups, ALPHA)
-    known = [abs(v) for v in z if v is not None]
-    worst = int(np.argmax(known)) if known else None
-    crit = NormalDist().inv_cdf(1 - ALPHA / (2 * n_pre))
+    z, crit = _outlier(score_b, score_a, groups)
+    worst = None if z[0] is None else int(np.argmax(np.abs(z)))  # only the farthest can be the odd one
     return {
         **_interval(diffs, observed),
         **extra,
@@ -462,7 +470,8 @@ def multi_bootstrap(
             }
             for i, g in enumerate(groups)
         ],
-        "fixed": {**_interval(fixed, observed), **fixed_extra},
+        "replicate_var": float(diffs.var(ddof=1)),
+        "fixed": {**_interval(fixed, observed), **fixed_extra, "replicate_var": float(fixed.var(ddof=1))},
     }
 
 
