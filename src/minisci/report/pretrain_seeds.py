@@ -112,7 +112,8 @@ def report_rows(comparisons: list[tuple[str, dict, float]]) -> list[str]:
         "The adapted arm is continued pretraining *as a procedure*: each pretraining seed gives its own adapted "
         "encoder. The Multi-Bootstrap resamples the test examples (shared), the pretraining seeds and the "
         "fine-tuning runs within each; the verdict beside it holds the pretraining seeds fixed (a verdict about "
-        "these checkpoints, not the procedure). Shares: of the mean difference's variance, from the test sample, "
+        "these checkpoints, not the procedure; with one run per pretraining seed, the paired design, that leaves "
+        "the test sample alone). Shares: of the mean difference's variance, from the test sample, "
         "the fine-tuning seeds and the pretraining seeds. Method: `src/minisci/report/bootstrap.py`.",
         "",
         "| dataset | pretraining seeds × runs | verdict (Multi-Bootstrap) | 95% CI | verdict, pretraining seeds "
