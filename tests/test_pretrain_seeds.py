@@ -13,7 +13,7 @@ from conftest import REPO
 from test_report_export import CFG, synthetic_run
 
 from minisci.errors import ConfigError, MinisciError
-from minisci.pretrain.seeds import PretrainSeeds, pretrain_seeds
+from minisci.pretrain.seeds import PretrainSeeds, finetune_plan, pretrain_seeds
 from minisci.report import export
 from minisci.report.bootstrap import seed_bootstrap
 from minisci.report.pretrain_seeds import UNNAMED, run_pretrain_seeds
@@ -56,6 +56,30 @@ def test_bad_seeds_name_the_key(section, match):
 def test_paired_needs_a_multiple_of_the_pretraining_seeds():
     with pytest.raises(ConfigError, match="paired needs a multiple of 2 fine-tuning seeds .* got 3"):
         PretrainSeeds((1, 2)).runs([13, 14, 15])
+
+
+def _encoder(path):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    return path
+
+
+def test_finetune_plan_reads_one_encoder_or_one_per_seed(tmp_path):
+    one = _encoder(tmp_path / "baseline")
+    assert finetune_plan(one, PretrainSeeds((13, 14, 15)), [13, 14, 15]) == [(None, s, one) for s in (13, 14, 15)]
+    per_seed = {p: _encoder(tmp_path / "adapted" / str(p)) for p in (13, 14, 15)}
+    plan = finetune_plan(tmp_path / "adapted", PretrainSeeds((13, 14, 15)), [13, 14, 15])
+    assert plan == [(13, 13, per_seed[13]), (14, 14, per_seed[14]), (15, 15, per_seed[15])]
+    cross = finetune_plan(tmp_path / "adapted", PretrainSeeds((15, 13, 14), "cross"), [1])
+    assert [(p, s) for p, s, _ in cross] == [(15, 1), (13, 1), (14, 1)]
+
+
+def test_finetune_plan_names_missing_encoders(tmp_path):
+    _encoder(tmp_path / "adapted" / "13")
+    with pytest.raises(
+        MinisciError, match=r"adapted: expected one encoder folder per pretraining seed \[13, 14\], found \[13\]"
+    ):
+        finetune_plan(tmp_path / "adapted", PretrainSeeds((13, 14)), [13, 14])
 
 
 # 2. the report -----------------------------------------------------------------------------------------

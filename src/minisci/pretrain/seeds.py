@@ -23,8 +23,9 @@ the stage layout that will.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
-from minisci.errors import ConfigError
+from minisci.errors import ConfigError, MinisciError
 
 DESIGNS = ("paired", "cross")
 
@@ -80,3 +81,33 @@ def pretrain_seeds(section: dict) -> PretrainSeeds:
         raise ConfigError(f"params pretrain.seeds: expected a list of integers, got {raw!r}")
     design = section.get("seed_design", "paired")
     return PretrainSeeds(tuple(raw), design)
+
+
+def encoder_dirs(model_dir: str | Path, design: PretrainSeeds) -> dict[int | None, Path]:
+    """The encoders a fine-tuning stage's ``--model`` holds, by pretraining seed: one model folder
+    (``config.json`` in it: the baseline, or an adapted encoder from before pretraining seeds) is
+    ``{None: model_dir}``, every fine-tuning seed running on it; a folder of one encoder per
+    pretraining seed (``models/adapted/<seed>/``, as the per-seed ``pretrain`` stages write it) must
+    hold exactly the seeds of ``design``."""
+    root = Path(model_dir)
+    if (root / "config.json").is_file():
+        return {None: root}
+    found = {int(d.name): d for d in root.iterdir() if d.is_dir() and d.name.isdigit()} if root.is_dir() else {}
+    if set(found) != set(design.seeds):
+        raise MinisciError(
+            f"{root}: expected one encoder folder per pretraining seed {list(design.seeds)}, found {sorted(found)}"
+        )
+    return {p: found[p] for p in design.seeds}
+
+
+def finetune_plan(
+    model_dir: str | Path, design: PretrainSeeds, finetune_seeds: list[int] | tuple[int, ...]
+) -> list[tuple[int | None, int, Path]]:
+    """What a fine-tuning stage runs: (pretraining seed or None, fine-tuning seed, encoder folder) per
+    run, in the order of :meth:`PretrainSeeds.runs`; with one model folder, every fine-tuning seed on
+    it (today's runs). The stage records a run's pretraining seed as ``per_seed.<s>.pretrain_seed``
+    (none for None), which the report reads."""
+    encoders = encoder_dirs(model_dir, design)
+    if None in encoders:
+        return [(None, s, encoders[None]) for s in finetune_seeds]
+    return [(p, s, encoders[p]) for p, s in design.runs(finetune_seeds)]
