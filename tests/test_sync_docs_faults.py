@@ -102,3 +102,10 @@ def test_a_sync_keeps_the_line_endings_of_the_rest_of_the_file(tmp_path):
     (tmp_path / "README.md").write_bytes(b"# T\r\n\r\n" + CELL.encode())
     assert sync_docs.main(["--root", str(tmp_path)]) == 0
     assert (tmp_path / "README.md").read_bytes() == b"# T\r\n\r\n" + CELL.replace(">x<", ">+0.02<").encode()
+
+
+def test_the_readme_stays_a_map():
+    """At most 250 lines: detail belongs in docs/, which the README links."""
+    from conftest import REPO
+
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
