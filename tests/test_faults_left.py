@@ -292,3 +292,21 @@ def test_export_metrics_says_what_to_rerun(synthetic, tmp_path, monkeypatch, cap
     collect = lambda argv: export.collect(Path("metrics"), Path("models"), CFG, runs, {}, Path("data/prepared"))  # noqa: E731
     assert run_stage(collect, []) == 1
     assert capsys.readouterr().err == f"error: {message}\n"
+
+
+# 7. log noise: transformers' tied-weights warning for a base without its masked-LM head -------------------
+
+
+def test_a_base_without_its_mlm_head_is_said_once_in_our_words(tmp_path, capfd):
+    from transformers import BertConfig, BertModel
+
+    from minisci.config import ModelConfig
+    from minisci.pretrain.model import load_pretraining_model
+
+    config = BertConfig(vocab_size=64, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8)
+    BertModel(config, add_pooling_layer=False).save_pretrained(tmp_path / "encoder")  # an encoder, as MiniLM ships
+    capfd.readouterr()
+    load_pretraining_model(ModelConfig(base=str(tmp_path / "encoder")), 64, seed=0)
+    out, err = capfd.readouterr()
+    assert "seem corrupted" not in out + err
+    assert out.count("has no masked-LM output bias (cls.predictions.bias, tied to cls.predictions.decoder.bias)") == 1
