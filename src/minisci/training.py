@@ -446,6 +446,14 @@ def train_or_restore(trainer, resume: Path | None) -> float:
     return out.metrics.get("train_runtime", 0.0)
 
 
+def run_metrics_store(folder: str | Path, *parts: object) -> Path:
+    """Where a stage without checkpoints keeps the metrics of its run for :func:`keep_run_metrics`:
+    ``folder`` (kept across runs, outside DVC's outputs), cleared when the run's fingerprint
+    (``parts`` and the code version) differs from the one it holds."""
+    checkpoint_to_resume(folder, fingerprint(*parts))  # no checkpoints there: it only clears and stamps
+    return Path(folder) / RUN_METRICS
+
+
 def keep_run_metrics(metrics: dict, store: Path) -> dict:
     """The metrics to publish: those stored in ``store`` by an earlier run when they hold the same
     results as ``metrics`` (they differ at most in :data:`minisci.cards.RUN_CIRCUMSTANCES`: timings,
