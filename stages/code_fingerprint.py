@@ -19,7 +19,7 @@ from pathlib import Path
 from minisci.config import ModelConfig, check_finetune_datasets, load_section
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
-from minisci.pretrain.model import resolve_model_path
+from minisci.pretrain.model import check_base_model, resolve_model_path
 from minisci.stage import description, run_stage
 
 
@@ -31,18 +31,24 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     check_finetune_datasets(args.params)
+    model_cfg = load_section(ModelConfig, "model", args.params)
+    if model_cfg.base != "scratch":  # the first stage that reads the folder: one that cannot load fails here
+        check_base_model(model_cfg.base, resolve_model_path(model_cfg.base))
     root = Path(args.stages).resolve().parent
     out = Path(args.out)
-    for script in sorted(Path(args.stages).glob("*.py")):
-        if script.stem != "code_fingerprint":
-            write_json(out / f"{script.stem}.json", {"stage": script.stem, **stage_fingerprint(script.resolve(), root)})
-    model_cfg = load_section(ModelConfig, "model", args.params)
+    prints = {  # all computed before any is written: a file that does not parse leaves the old ones
+        script.stem: {"stage": script.stem, **stage_fingerprint(script.resolve(), root)}
+        for script in sorted(Path(args.stages).glob("*.py"))
+        if script.stem != "code_fingerprint"
+    }
     sources = {"base": model_cfg.base, "tokenizer": model_cfg.tokenizer}  # tokenizer: None = the base's
     base = {
         role: {"name": name, "files": model_content_hash(resolve_model_path(name))}
         for role, name in sources.items()
         if name not in (None, "scratch")
     }
+    for name, fingerprint in prints.items():
+        write_json(out / f"{name}.json", fingerprint)
     write_json(out / "model_base.json", base)
     print(f"code_fingerprint: {len(list(out.glob('*.json'))) - 1} stages, base model {model_cfg.base}")
 

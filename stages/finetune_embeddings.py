@@ -4,7 +4,11 @@ title -> abstract retrieval on held-out documents for the baseline, the input en
 
 Usage: python stages/finetune_embeddings.py --data data/raw --docs data/corpus/documents.jsonl \\
            --encoder models/adapted --baseline models/baseline --out models/embeddings \\
-           --metrics metrics/finetune_embeddings.json --plots plots/finetune_embeddings
+           --metrics metrics/finetune_embeddings.json --plots plots/finetune_embeddings \\
+           --checkpoints models/finetune_checkpoints/embeddings
+
+Training is seeded, so a forced rerun trains the same model; it keeps the metrics of the first run
+with those inputs (timings included: kept in --checkpoints), so nothing downstream becomes stale.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from pathlib import Path
 from minisci.cards import eval_result, extend_card
 from minisci.config import FinetuneEmbeddingsConfig, load_section
 from minisci.finetune.embeddings import run_finetune_embeddings
-from minisci.io import atomic_path, write_json
+from minisci.fingerprint import model_content_hash
+from minisci.io import atomic_path, sha256_file, write_json
 from minisci.stage import description, run_stage
-from minisci.training import write_curves
+from minisci.training import keep_run_metrics, run_metrics_store, write_curves
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,6 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--metrics", required=True)
     p.add_argument("--plots", required=True)
+    p.add_argument("--checkpoints", required=True, help="folder kept across runs: the metrics of the run")
     p.add_argument("--params", default="params.yaml")
     args = p.parse_args(argv)
 
@@ -58,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
                     for k in ("mrr_at_10", "recall_at_1", "recall_at_10")
                 ],
             )
+    inputs = [model_content_hash(Path(d)) for d in (args.encoder, args.baseline)] + [sha256_file(args.docs)]
+    metrics = keep_run_metrics(metrics, run_metrics_store(args.checkpoints, dataclasses.asdict(cfg), *inputs))
     write_curves(history, args.plots, ("loss", "learning_rate"))
     write_json(args.metrics, metrics)
     print(

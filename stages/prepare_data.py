@@ -13,7 +13,7 @@ import dataclasses
 import sys
 
 from minisci.config import SPLITS, catalog_entry
-from minisci.data.prepare import prepare_dataset, write_prepared
+from minisci.data.prepare import check_links_stay_inside, prepare_dataset, write_prepared
 from minisci.stage import description, run_stage
 
 
@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     cfg = dataclasses.replace(catalog_entry(args.dataset, path=args.params), dir=args.data)
+    check_links_stay_inside(cfg, ".")  # run from the repository root, as dvc repro runs it
     rows, meta = prepare_dataset(args.dataset, cfg)
     write_prepared(args.out, rows, meta)
     for line in meta["warnings"]:

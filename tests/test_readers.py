@@ -413,7 +413,7 @@ def test_classification_warnings_missing_class_and_duplicate_json_key(tmp_path):
     assert len(meta["warnings"]) == 3 and meta["train_quality"]["test_texts_in_train"] == 1
 
 
-def test_stage_prints_one_warning_line_each(tmp_path, capsys):
+def test_stage_prints_one_warning_line_each(tmp_path, capsys, monkeypatch):
     import sys
 
     import yaml
@@ -422,7 +422,8 @@ def test_stage_prints_one_warning_line_each(tmp_path, capsys):
     import prepare_data as stage
 
     write_splits(tmp_path, "x\tB-A\n\nq\tB-Typo\n", dev="x\tB-A\n", test="x\tB-A\n")
-    entry = {"task": "ner", "dir": str(tmp_path), "splits": SPLITS, "format": "conll"}
+    monkeypatch.chdir(tmp_path.parent)  # a catalogue dir is repository-relative
+    entry = {"task": "ner", "dir": tmp_path.name, "splits": SPLITS, "format": "conll"}
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"datasets": {"d": entry}}))
     stage.main(["--dataset", "d", "--data", str(tmp_path), "--out", str(tmp_path / "out"), "--params", str(params)])

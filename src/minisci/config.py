@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import types
 import typing
@@ -32,6 +33,9 @@ def _check_names(names: tuple[str, ...], section: str, key: str) -> None:
 
 # The dataset catalogue: one entry per dataset under the ``datasets`` section ---------------------------
 
+# A catalogue name becomes a DVC stage name (prepare_data@NAME), a folder and a params key
+# (datasets.NAME) on stage commands: no space, dot or other character any of those would split at.
+DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 TASKS = ("ner", "classification")
 FORMATS = {"ner": ("conll",), "classification": ("jsonl",)}
 TAG_SCHEMES = ("IOB1", "IOB2", "auto")
@@ -76,8 +80,11 @@ class DatasetConfig:
         )
         _check(self.scheme in TAG_SCHEMES, s, f"scheme must be one of {TAG_SCHEMES}")
         _check(
-            self.labels is None or len(set(self.labels)) == len(self.labels) > 0, s, "labels must be distinct, or null"
+            self.labels is None or len(self.labels) > 0,
+            s,
+            "labels is empty; list them, or null to read them from train",
         )
+        _check(self.labels is None or len(set(self.labels)) == len(self.labels), s, "labels must be distinct, or null")
         if self.task == "classification":
             _check(self.keep_types is None, s, "keep_types applies to ner datasets only")
             _check(bool(self.text_field) and bool(self.label_field), s, "text_field and label_field must be non-empty")
@@ -105,13 +112,32 @@ def load_catalog(path: str | Path = "params.yaml") -> dict[str, DatasetConfig]:
         raise ConfigError(f"{path}: missing or empty section 'datasets' (the dataset catalogue)")
     out = {}
     for name, entry in section.items():
+        if not isinstance(name, str) or not DATASET_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{path}: dataset name {name!r} in 'datasets' may hold only letters, digits, '_' and '-' "
+                "(it names stages, folders and params keys)"
+            )
         try:
-            out[str(name)] = from_dict(DatasetConfig, entry, f"datasets.{name}")
+            out[name] = from_dict(DatasetConfig, entry, f"datasets.{name}")
         except ConfigError as e:  # __post_init__ messages say "datasets"; name the entry
             raise ConfigError(
                 str(e).replace("params section 'datasets'", f"params section 'datasets.{name}'")
             ) from None
+        _check(
+            is_inside_repository(out[name].dir),
+            f"datasets.{name}",
+            f"dir {out[name].dir!r} is outside the repository, where DVC does not version it: "
+            "bring the data in with 'dvc add' or 'dvc import-url' and give its repository path",
+        )
     return out
+
+
+def is_inside_repository(path: str | Path) -> bool:
+    """Whether a catalogue path is repository-relative and stays inside: a dataset elsewhere runs,
+    but no commit records it, so the result could not be reproduced from the repository. Refused
+    rather than warned about, because a warning scrolls by while the run it concerns still ends in
+    metrics, a report and a verdict that look reproducible."""
+    return not Path(path).is_absolute() and Path(os.path.normpath(path)).parts[:1] != (os.pardir,)
 
 
 def catalog_entry(name: str, task: str | None = None, path: str | Path = "params.yaml") -> DatasetConfig:

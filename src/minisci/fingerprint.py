@@ -29,6 +29,8 @@ import ast
 import hashlib
 from pathlib import Path
 
+from minisci.errors import MinisciError
+
 SRC = Path(__file__).resolve().parents[1]  # the folder that holds the minisci package
 
 # Keyword arguments whose value is text for people (argparse and friends).
@@ -54,7 +56,7 @@ def minisci_imports(path: Path, src: Path = SRC) -> set[str]:
     """Library modules (``minisci.x.y``) imported anywhere in ``path``, including inside functions.
     ``from minisci.data import readers`` names the module ``minisci.data.readers``."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "minisci":
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
@@ -179,9 +181,25 @@ class _Normaliser(ast.NodeTransformer):
         return node
 
 
-def normalise(source: str) -> str:
-    """The normalised form of Python ``source`` (a dump of its syntax tree; see the module docstring)."""
-    tree = _Normaliser().visit(ast.parse(source))
+def parse(path: Path) -> ast.Module:
+    """The syntax tree of a source file; a file that is not UTF-8 or not Python is one line naming the
+    file (and line), not a traceback of the always-run code_fingerprint stage."""
+    raw = path.read_bytes()
+    if path.is_absolute() and path.is_relative_to(Path.cwd()):
+        path = path.relative_to(Path.cwd())  # the stage passes resolved paths; name it as the user does
+    try:
+        return ast.parse(raw.decode("utf-8"), filename=str(path))
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise MinisciError(f"{path}:{line}: not UTF-8 (byte 0x{raw[e.start]:02x} at byte offset {e.start})") from None
+    except SyntaxError as e:
+        raise MinisciError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+
+
+def normalise(source: str | ast.Module) -> str:
+    """The normalised form of Python ``source`` or its syntax tree (a dump of the tree; see the module
+    docstring)."""
+    tree = _Normaliser().visit(ast.parse(source) if isinstance(source, str) else source)
     return ast.dump(tree, annotate_fields=True, include_attributes=False)
 
 
@@ -190,7 +208,7 @@ def code_hash(files: list[Path], root: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(normalise(path.read_text(encoding="utf-8")).encode() + b"\0")
+        h.update(normalise(parse(path)).encode() + b"\0")
     return h.hexdigest()
 
 

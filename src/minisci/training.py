@@ -19,6 +19,7 @@ from minisci.io import atomic_path, write_json
 
 CHECKPOINT_PREFIX = "checkpoint-"
 FINGERPRINT = "fingerprint.json"
+RUN_METRICS = "run_metrics.json"  # beside FINGERPRINT: the metrics of the run that trained the checkpoints
 
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # the /proc/cpuinfo flags of native bf16 matrix products
@@ -402,10 +403,14 @@ def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | N
     """
     ckpt_dir = Path(ckpt_dir)
     stamp = ckpt_dir / FINGERPRINT
-    if ckpt_dir.exists() and _read_fingerprint(stamp) != run_fingerprint:
+    found = _read_fingerprint(stamp)
+    if ckpt_dir.exists() and found != run_fingerprint:
         stale = any(ckpt_dir.glob(f"{CHECKPOINT_PREFIX}*"))
+        unreadable = found is None and stamp.exists()  # whose checkpoints they are is unknown: none is trusted
         shutil.rmtree(ckpt_dir)
-        if stale:
+        if stale and unreadable:
+            print(f"{stamp}: unreadable (cut short by a kill or a full disk?); no resumable checkpoint, starting fresh")
+        elif stale:
             print(f"{ckpt_dir}: checkpoints belong to another configuration; starting fresh")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     write_json(stamp, {"fingerprint": run_fingerprint})
@@ -439,6 +444,36 @@ def train_or_restore(trainer, resume: Path | None) -> float:
         return 0.0
     out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     return out.metrics.get("train_runtime", 0.0)
+
+
+def run_metrics_store(folder: str | Path, *parts: object) -> Path:
+    """Where a stage without checkpoints keeps the metrics of its run for :func:`keep_run_metrics`:
+    ``folder`` (kept across runs, outside DVC's outputs), cleared when the run's fingerprint
+    (``parts`` and the code version) differs from the one it holds."""
+    checkpoint_to_resume(folder, fingerprint(*parts))  # no checkpoints there: it only clears and stamps
+    return Path(folder) / RUN_METRICS
+
+
+def keep_run_metrics(metrics: dict, store: Path) -> dict:
+    """The metrics to publish: those stored in ``store`` by an earlier run when they hold the same
+    results as ``metrics`` (they differ at most in :data:`minisci.cards.RUN_CIRCUMSTANCES`: timings,
+    machine, resume step), else ``metrics``, which are stored.
+
+    A forced rerun restores the finished run from its final checkpoint; its own timings (0 s of
+    training, 0 tokens/s) describe the restore, not the run, and would change the metrics file and
+    make every stage that reads it stale. ``store`` lives in the run's checkpoint folder, which is
+    cleared when params, data, model or code change, so the stored metrics are of this very run."""
+    from minisci.cards import result_metrics
+
+    fresh = json.loads(json.dumps(metrics))  # as the file holds them: lists, not tuples
+    try:
+        stored = json.loads(store.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or cut short: this run's are stored
+        stored = None
+    if isinstance(stored, dict) and result_metrics(stored) == result_metrics(fresh):
+        return stored
+    write_json(store, fresh)
+    return fresh
 
 
 def _is_curves_dir(path: Path) -> bool:

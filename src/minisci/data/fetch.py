@@ -16,7 +16,8 @@ from minisci.errors import FetchError
 from minisci.io import atomic_path, read_text_lines, sha256_file
 
 MANIFEST_COLUMNS = ("path", "bytes", "sha256", "url")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# Either case: sha256sum prints lower case, some tools and hand-copied digests upper case.
+_SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
@@ -74,7 +75,7 @@ def read_manifest(path: str | Path, warnings: list[str] | None = None) -> list[M
             raise FetchError(f"{path}:{lineno}: expected path<TAB>bytes<TAB>sha256<TAB>url, got {row!r}")
         if not row[0] or Path(row[0]).is_absolute() or ".." in Path(row[0]).parts:
             raise FetchError(f"{path}:{lineno}: path must be relative and inside the data root: {row[0]!r}")
-        entry = ManifestEntry(row[0], int(row[1]), row[2], row[3])
+        entry = ManifestEntry(row[0], int(row[1]), row[2].lower(), row[3])  # compared with sha256_file's
         if entry.path in first_line:
             first, earlier = first_line[entry.path]
             if (earlier.bytes, earlier.sha256) != (entry.bytes, entry.sha256):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -180,6 +181,24 @@ def check_split_files(cfg: DatasetConfig) -> None:
         raise DataFormatError(
             path, None, f"file not found; {folder} holds: {', '.join(present) if present else 'no files'}"
         )
+
+
+def check_links_stay_inside(cfg: DatasetConfig, root: str | Path) -> None:
+    """Refuse a split file inside the repository ``root`` that is a link to a file outside it: DVC
+    versions the link, not the data, like a ``dir`` outside the repository
+    (:func:`minisci.config.is_inside_repository`). A link into a DVC cache (``dvc add`` with
+    symlinked checkouts; DVC 3 keeps its files under ``files/md5/``) is versioned, and allowed."""
+    lexical, real = Path(os.path.abspath(root)), Path(root).resolve()
+    for sp in SPLITS:
+        path = Path(os.path.abspath(lexical / cfg.path(sp)))
+        target = path.resolve()
+        if path.is_relative_to(lexical) and not target.is_relative_to(real) and "/files/md5/" not in target.as_posix():
+            raise DataFormatError(
+                cfg.path(sp),
+                None,
+                f"is a link to {target}, outside the repository, where DVC does not version it: "
+                "bring the data in with 'dvc add' or 'dvc import-url'",
+            )
 
 
 def health_warnings(meta: dict) -> list[str]:

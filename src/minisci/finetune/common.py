@@ -29,10 +29,12 @@ from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
 from minisci.training import (
+    RUN_METRICS,
     check_at_load,
     check_unk_rate,
     checkpoint_to_resume,
     fingerprint,
+    keep_run_metrics,
     live_callback,
     quiet_load_reports,
     report_random_init,
@@ -451,6 +453,8 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
             row["preds"] = {s: seed_rows[i]["pred"] for s, seed_rows in by_seed.items()}
     metrics["environment"] = run_environment(cfg.precision)  # so a run on another machine explains itself
     metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
+    # a forced rerun keeps the trained run's timings; the first seed's folder is cleared with its run
+    metrics = keep_run_metrics(metrics, Path(work_dir) / f"seed{cfg.seeds[0]}" / RUN_METRICS)
     return FinetuneResult(first.model, tokenizer, metrics, rows, first.log_history)
 
 

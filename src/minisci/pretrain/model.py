@@ -20,7 +20,10 @@ which gives the same logits at ~6x the vocabulary projection's cost.
 from __future__ import annotations
 
 import importlib.util
+import json
+import logging
 import os
+import re
 from pathlib import Path
 
 from minisci.config import ModelConfig
@@ -67,11 +70,41 @@ def resolve_model_path(name: str) -> Path:
         ) from None
 
 
+def check_base_model(name: str, path: Path) -> None:
+    """What the first stage that reads model.base (code_fingerprint) checks of its folder, so one that
+    cannot load fails there in one line instead of in base_model or pretrain: a config of an
+    architecture transformers knows (a folder whose ``auto_map`` points at its own code would need
+    that code run, which minisci never does) and safetensors weights (never pickled ones)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ModelResolutionError(f"model {name!r}: {path / 'config.json'} is unreadable ({e})") from None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type not in CONFIG_MAPPING_NAMES:
+        own_code = ""
+        if "auto_map" in config:
+            own_code = " and its auto_map asks to run the folder's own code, which minisci never does"
+        raise ModelResolutionError(
+            f"model {name!r}: model_type {model_type!r} is not an architecture transformers knows{own_code}; "
+            "use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)"
+        )
+    if not any(path.glob("*.safetensors")):
+        raise ModelResolutionError(
+            f"model {name!r}: {path} holds no *.safetensors weights (minisci loads only safetensors, never "
+            "pickled .bin files); copy the model's model.safetensors there"
+        )
+
+
 def load_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
-    path = resolve_model_path(cfg.tokenizer or cfg.base)
-    return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    name = cfg.tokenizer or cfg.base
+    try:
+        return AutoTokenizer.from_pretrained(resolve_model_path(name), local_files_only=True, trust_remote_code=False)
+    except ValueError as e:  # e.g. a tokenizer whose auto_map names its own code: refused, not run
+        raise ModelResolutionError(f"model {name!r}: {' '.join(str(e).split())}") from None
 
 
 def _sparse_pretraining_class():
@@ -191,6 +224,7 @@ def load_pretraining_model(cfg: ModelConfig, vocab_size: int, seed: int, nsp: bo
         model = _sparse_pretraining_class()(BertConfig(vocab_size=vocab_size, **cfg.scratch_config))
         return model, sorted(n for n, _ in model.named_parameters())
     path = resolve_model_path(cfg.base)
+    check_base_model(cfg.base, path)
     config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     model_type = config.model_type
     _pretraining_fit(model_type, cfg.base, nsp)
@@ -204,7 +238,39 @@ def load_pretraining_model(cfg: ModelConfig, vocab_size: int, seed: int, nsp: bo
                 f"model {cfg.base!r}: transformers has no masked-LM class for {model_type!r}, so it cannot be "
                 "pretrained with MLM; use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)"
             ) from None
-    model, info = cls.from_pretrained(
-        path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
-    )
+    tied = _TiedHeadNotice()
+    hf_logger = logging.getLogger("transformers.modeling_utils")  # this module's records only, not global
+    hf_logger.addFilter(tied)
+    try:
+        model, info = cls.from_pretrained(
+            path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
+        )
+    finally:
+        hf_logger.removeFilter(tied)
+    for source, target in tied.pairs:
+        print(
+            f"{cfg.base} has no masked-LM output bias ({source}, tied to {target}): it starts fresh with the "
+            "rest of the masked-LM head, on purpose (the base is an encoder without its pretraining head)",
+            flush=True,
+        )
     return model, sorted(info["missing_keys"])
+
+
+class _TiedHeadNotice(logging.Filter):
+    """Holds back transformers' "This checkpoint seem corrupted. The tied weights mapping ..." warning:
+    an encoder shipped without its masked-LM head (all-MiniLM-L6-v2) lacks both tied bias tensors, and
+    we start that head on purpose; :func:`load_pretraining_model` says so once in its own words."""
+
+    PREFIX = "This checkpoint seem corrupted. The tied weights mapping"
+
+    def __init__(self):
+        super().__init__()
+        self.pairs: list[tuple[str, str]] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith(self.PREFIX):
+            return True
+        names = re.search(r"to tie (\S+) to (\S+),", message)
+        self.pairs.append(names.groups() if names else ("?", "?"))
+        return False

@@ -34,10 +34,12 @@ from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
 from minisci.pretrain.model import is_head_parameter, load_pretraining_model, load_tokenizer
 from minisci.pretrain.vocab import add_tokens, init_new_embeddings, plan_extension
 from minisci.training import (
+    RUN_METRICS,
     check_at_load,
     check_unk_rate,
     checkpoint_to_resume,
     fingerprint,
+    keep_run_metrics,
     live_callback,
     report_random_init,
     run_environment,
@@ -351,4 +353,6 @@ def run_pretraining(
     }
     if plan.words:  # only then: the default run's metrics keep their keys
         metrics["vocab"] = {"added_tokens": len(plan.words), "most_frequent": list(plan.words[:10])}
+    if trainer.is_world_process_zero():  # a forced rerun keeps the trained run's timings
+        metrics = keep_run_metrics(metrics, Path(ckpt_dir) / RUN_METRICS)
     return PretrainResult(trainer.model, tokenizer, metrics, state.log_history, trainer.is_world_process_zero())

@@ -248,6 +248,11 @@ def read_show(path: str | None) -> list[dict]:
         return dvc_exp_show()
     try:
         show = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:  # before ValueError, which it is: say which file, and where
+        raise MinisciError(
+            f"{path}: not UTF-8 (byte 0x{e.object[e.start]:02x} at byte offset {e.start}); "
+            "dvc exp show --json writes UTF-8"
+        ) from None
     except (OSError, json.JSONDecodeError) as e:
         raise MinisciError(f"{path}: cannot read dvc exp show JSON: {e}") from None
     if not isinstance(show, list):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -124,7 +125,29 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def _predictions(path: Path) -> list[dict]:
+def _not_finite(obj: object, where: str = "") -> tuple[str, float] | None:
+    """The key and value of the first NaN or infinite number in ``obj`` (nested dicts and lists)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return where, obj
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        if (found := _not_finite(v, f"{where}.{k}" if where else str(k))) is not None:
+            return found
+    return None
+
+
+def _read_arm(path: Path, stage: str) -> dict:
+    """A fine-tuning metrics file, refused when a number in it is NaN or infinite (a diverged run's
+    NaN F1 would otherwise be printed beside a verdict)."""
+    metrics = _read_json(path)
+    if (found := _not_finite(metrics)) is not None:
+        raise MinisciError(f"{path}: {found[0]} is {found[1]}, not a number; rerun dvc repro -f {stage}")
+    return metrics
+
+
+def _predictions(path: Path, stage: str) -> list[dict]:
+    if path.is_file() and path.stat().st_size == 0:  # no row: nothing to pair with the other arm's
+        raise MinisciError(f"{path}: no test predictions; rerun dvc repro -f {stage}")
     return [row for _, row in iter_jsonl(path)]
 
 
@@ -214,8 +237,15 @@ def collect(
     for task, datasets in runs.items():
         t = TASKS[task]
         for ds in datasets:
-            arms = {a: _read_json(metrics_dir / t.stage / ds / f"{a}.json") for a in ARMS}
-            preds = {a: _predictions(models_dir / t.stage / ds / a / "test_predictions.jsonl") for a in ARMS}
+            stage = {a: f"{t.stage}@{ds}-{a}" for a in ARMS}  # the DVC stage that wrote an arm's files
+            arms = {a: _read_arm(metrics_dir / t.stage / ds / f"{a}.json", stage[a]) for a in ARMS}
+            if arms["baseline"]["seeds"] != arms["adapted"]["seeds"]:  # seeds edited between the arms' runs
+                raise MinisciError(
+                    f"{t.stage} {ds}: the arms ran different seeds (baseline {arms['baseline']['seeds']}, adapted "
+                    f"{arms['adapted']['seeds']}); rerun both with {t.stage}.seeds: "
+                    f"dvc repro -f {stage['baseline']} {stage['adapted']}"
+                )
+            preds = {a: _predictions(models_dir / t.stage / ds / a / "test_predictions.jsonl", stage[a]) for a in ARMS}
             labels = t.labels(arms, preds)
             counts = {a: [t.counts(rows, labels) for rows in _seed_rows(preds[a], arms[a]["seeds"])] for a in ARMS}
             # examples, pretraining seeds and fine-tuning seeds resampled together (the Multi-Bootstrap;

@@ -1,0 +1,312 @@
+"""The faults left after the bad-input tables: each row builds one broken input, runs the stage or
+command that meets it first through the one error mechanism (:func:`minisci.stage.run_stage`), and
+expects one line on stderr, exit 1 and no output written."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+from minisci.data.fetch import read_manifest
+from minisci.stage import run_stage
+from minisci.training import checkpoint_to_resume
+
+PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+NER_ENTRY = {
+    "task": "ner",
+    "dir": "data/d",
+    "splits": {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"},
+    "format": "conll",
+}
+
+
+def stage(name: str):
+    spec = importlib.util.spec_from_file_location(f"_stage_{name}", REPO / "stages" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def params_with(tmp: Path, datasets: dict | None = None, **sections) -> str:
+    params = {**PARAMS, **sections}
+    if datasets is not None:
+        params["datasets"] = datasets
+    (tmp / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
+    return "params.yaml"
+
+
+def ner_files(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        (folder / f"{split}.txt").write_text("Aspirin B-Chemical\nhelps O\n\n")
+
+
+def prepare(tmp: Path, datasets: dict, name: str = "d"):
+    """prepare_data for catalogue entry ``name`` as dvc.yaml runs it."""
+    argv = ["--dataset", name, "--data", str(datasets[name]["dir"]) if name in datasets else "data/d"]
+    argv += ["--out", "data/prepared/d", "--params", params_with(tmp, datasets)]
+    return lambda: run_stage(stage("prepare_data"), argv)
+
+
+# 3, 4. the catalogue ----------------------------------------------------------------------------------------
+
+
+def labels_empty(tmp):
+    ner_files(tmp / "data/d")
+    return prepare(tmp, {"d": {**NER_ENTRY, "labels": []}})
+
+
+def name_with_a_space(tmp):
+    params_with(tmp, {"bc5 cdr": NER_ENTRY})
+    return lambda: run_stage(stage("code_fingerprint"), ["--stages", str(REPO / "stages"), "--out", "fp"])
+
+
+def dir_outside(tmp):
+    ner_files(tmp.parent / "elsewhere")
+    return prepare(tmp, {"d": {**NER_ENTRY, "dir": str(tmp.parent / "elsewhere")}})
+
+
+def dir_above(tmp):
+    ner_files(tmp.parent / "elsewhere")
+    return prepare(tmp, {"d": {**NER_ENTRY, "dir": "../elsewhere"}})
+
+
+def file_linked_outside(tmp):
+    ner_files(tmp / "data/d")
+    ner_files(tmp.parent / "elsewhere")
+    (tmp / "data/d/train.txt").unlink()
+    (tmp / "data/d/train.txt").symlink_to(tmp.parent / "elsewhere/train.txt")
+    return prepare(tmp, {"d": NER_ENTRY})
+
+
+# 4. --json files of the report commands ------------------------------------------------------------------
+
+
+def latin1_json(module: str, *argv: str):
+    def build(tmp):
+        (tmp / "show.json").write_bytes('[{"name": "caf\xe9"}]'.encode("latin-1"))
+        main = importlib.import_module(f"minisci.report.{module}").main
+        return lambda: run_stage(main, [*argv, "--json", "show.json"])
+
+    return build
+
+
+# 5. code_fingerprint: stage code and the base model ---------------------------------------------------------
+
+
+def fingerprint_stages(tmp, script: bytes, base: str | None = None):
+    (tmp / "stages").mkdir()
+    (tmp / "src" / "minisci").mkdir(parents=True)
+    (tmp / "stages" / "broken.py").write_bytes(script)
+    model = {**PARAMS["model"], "base": base} if base else PARAMS["model"]
+    params_with(tmp, model=model)
+    return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+
+def base_model_folder(config: dict, weights: bool):
+    def build(tmp):
+        (tmp / "base").mkdir()
+        (tmp / "base" / "config.json").write_text(json.dumps(config))
+        (tmp / "base" / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+        if weights:
+            (tmp / "base" / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+        return fingerprint_stages(tmp, b"x = 1\n", base="base")
+
+    return build
+
+
+CUSTOM = {"model_type": "mystery", "auto_map": {"AutoConfig": "configuration_mystery.MysteryConfig"}}
+BERT = {"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1}
+
+CASES = [
+    (
+        "labels: []",
+        labels_empty,
+        "params section 'datasets.d': labels is empty; list them, or null to read them from train",
+    ),
+    (
+        "catalogue name with a space",
+        name_with_a_space,
+        "params.yaml: dataset name 'bc5 cdr' in 'datasets' may hold only letters, digits, '_' and '-' "
+        "(it names stages, folders and params keys)",
+    ),
+    (
+        "dataset dir outside the repository",
+        dir_outside,
+        "params section 'datasets.d': dir '{tmp.parent}/elsewhere' is outside the repository, where DVC does "
+        "not version it: bring the data in with 'dvc add' or 'dvc import-url' and give its repository path",
+    ),
+    (
+        "dataset dir above the repository",
+        dir_above,
+        "params section 'datasets.d': dir '../elsewhere' is outside the repository, where DVC does "
+        "not version it: bring the data in with 'dvc add' or 'dvc import-url' and give its repository path",
+    ),
+    (
+        "dataset file linked outside the repository",
+        file_linked_outside,
+        "data/d/train.txt: is a link to {tmp.parent}/elsewhere/train.txt, outside the repository, where DVC "
+        "does not version it: bring the data in with 'dvc add' or 'dvc import-url'",
+    ),
+    (
+        "Latin-1 --json to experiments",
+        latin1_json("experiments", "--out", "log.md"),
+        "show.json: not UTF-8 (byte 0xe9 at byte offset 14); dvc exp show --json writes UTF-8",
+    ),
+    (
+        "Latin-1 --json to studies report",
+        latin1_json("studies", "report"),
+        "show.json: not UTF-8 (byte 0xe9 at byte offset 14); dvc exp show --json writes UTF-8",
+    ),
+    (
+        "syntax error in stage code",
+        lambda tmp: fingerprint_stages(tmp, b"import sys\nx = (\n"),
+        "stages/broken.py:2: syntax error: '(' was never closed",
+    ),
+    (
+        "stage code that is not UTF-8",
+        lambda tmp: fingerprint_stages(tmp, b"# caf\xe9\nx = 1\n"),
+        "stages/broken.py:1: not UTF-8 (byte 0xe9 at byte offset 5)",
+    ),
+    (
+        "base model of an unknown type with an auto_map",
+        base_model_folder(CUSTOM, weights=True),
+        "model 'base': model_type 'mystery' is not an architecture transformers knows and its auto_map asks to "
+        "run the folder's own code, which minisci never does; use a masked-LM encoder (BERT, RoBERTa, "
+        "DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)",
+    ),
+    (
+        "base model folder without weights",
+        base_model_folder(BERT, weights=False),
+        "model 'base': base holds no *.safetensors weights (minisci loads only safetensors, never pickled "
+        ".bin files); copy the model's model.safetensors there",
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_fault_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys, build, message):
+    tmp = tmp_path / "repo"
+    tmp.mkdir()
+    monkeypatch.chdir(tmp)
+    run = build(tmp)
+    before = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*"))
+    assert run() == 1
+    assert capsys.readouterr().err == f"error: {message.format(tmp=tmp)}\n"
+    assert sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) == before
+
+
+# 4. a manifest digest in upper case ---------------------------------------------------------------------
+
+
+def test_manifest_digest_is_read_in_either_case(tmp_path):
+    digest = "AB" * 32
+    (tmp_path / "m.tsv").write_text(f"path\tbytes\tsha256\turl\nner/x.txt\t1\t{digest}\t\n")
+    assert read_manifest(tmp_path / "m.tsv")[0].sha256 == digest.lower()
+
+
+# 6. a checkpoint folder whose fingerprint.json was cut short ----------------------------------------------
+
+
+def test_unreadable_checkpoint_fingerprint_is_no_resumable_checkpoint(tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    checkpoint_to_resume(ckpt, "run-a")
+    (ckpt / "checkpoint-4").mkdir()
+    (ckpt / "checkpoint-4" / "trainer_state.json").write_text('{"global_step": 4}')
+    (ckpt / "fingerprint.json").write_text('{"fingerprint": "ru')  # a kill or a full disk mid-write
+    capsys.readouterr()
+    assert checkpoint_to_resume(ckpt, "run-a") is None
+    assert capsys.readouterr().out == (
+        f"{ckpt}/fingerprint.json: unreadable (cut short by a kill or a full disk?); "
+        "no resumable checkpoint, starting fresh\n"
+    )
+    assert not (ckpt / "checkpoint-4").exists()
+    assert json.loads((ckpt / "fingerprint.json").read_text()) == {"fingerprint": "run-a"}
+
+
+# 5. export_metrics on fine-tuning outputs it cannot compare ----------------------------------------------
+
+
+def _edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _nan_f1(m: dict) -> None:
+    m["test"]["f1"] = float("nan")
+
+
+def _other_seeds(m: dict) -> None:
+    m["seeds"] = [13, 14]
+
+
+EXPORT_CASES = [
+    (
+        "empty test predictions",
+        lambda root: (root / "models/finetune_ner/toyner/adapted/test_predictions.jsonl").write_text(""),
+        "models/finetune_ner/toyner/adapted/test_predictions.jsonl: no test predictions; "
+        "rerun dvc repro -f finetune_ner@toyner-adapted",
+    ),
+    (
+        "arms that ran different seeds",
+        lambda root: _edit_json(root / "metrics/finetune_ner/toyner/baseline.json", _other_seeds),
+        "finetune_ner toyner: the arms ran different seeds (baseline [13, 14], adapted [13, 14, 15]); rerun both "
+        "with finetune_ner.seeds: dvc repro -f finetune_ner@toyner-baseline finetune_ner@toyner-adapted",
+    ),
+    (
+        "NaN F1 in a metrics file",
+        lambda root: _edit_json(root / "metrics/finetune_classification/toycls/adapted.json", _nan_f1),
+        "metrics/finetune_classification/toycls/adapted.json: test.f1 is nan, not a number; "
+        "rerun dvc repro -f finetune_classification@toycls-adapted",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> Path:
+    from test_report_export import synthetic_run
+
+    root = tmp_path_factory.mktemp("export")
+    synthetic_run(root)
+    return root
+
+
+@pytest.mark.parametrize(("change", "message"), [c[1:] for c in EXPORT_CASES], ids=[c[0] for c in EXPORT_CASES])
+def test_export_metrics_says_what_to_rerun(synthetic, tmp_path, monkeypatch, capsys, change, message):
+    import shutil
+
+    from test_report_export import CFG
+
+    from minisci.report import export
+
+    root = shutil.copytree(synthetic, tmp_path / "run")
+    monkeypatch.chdir(root)
+    change(root)
+    runs = {"ner": ["toyner"], "classification": ["toycls"]}
+    collect = lambda argv: export.collect(Path("metrics"), Path("models"), CFG, runs, {}, Path("data/prepared"))  # noqa: E731
+    assert run_stage(collect, []) == 1
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+
+# 7. log noise: transformers' tied-weights warning for a base without its masked-LM head -------------------
+
+
+def test_a_base_without_its_mlm_head_is_said_once_in_our_words(tmp_path, capfd):
+    from transformers import BertConfig, BertModel
+
+    from minisci.config import ModelConfig
+    from minisci.pretrain.model import load_pretraining_model
+
+    config = BertConfig(vocab_size=64, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8)
+    BertModel(config, add_pooling_layer=False).save_pretrained(tmp_path / "encoder")  # an encoder, as MiniLM ships
+    capfd.readouterr()
+    load_pretraining_model(ModelConfig(base=str(tmp_path / "encoder")), 64, seed=0)
+    out, err = capfd.readouterr()
+    assert "seem corrupted" not in out + err
+    assert out.count("has no masked-LM output bias (cls.predictions.bias, tied to cls.predictions.decoder.bias)") == 1
