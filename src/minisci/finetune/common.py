@@ -412,6 +412,12 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
     # 1. data: the subsets are drawn once, from the first seed, so every seed (and both arms) sees the same data
     limits = {"train": cfg.max_train_examples, "dev": cfg.max_eval_examples, "test": cfg.max_eval_examples}
     splits = {sp: subsample(data.splits[sp], n, cfg.seeds[0]) for sp, n in limits.items()}
+    # a score on a subset must say so wherever it goes (the model card's model-index above all)
+    subsets = {
+        sp: {"examples": len(splits[sp]), "of": len(data.splits[sp])}
+        for sp in ("dev", "test")
+        if len(splits[sp]) < len(data.splits[sp])
+    }
     data = dataclasses.replace(data, splits={**data.splits, **splits})
     section = f"finetune_{task.name}"
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
@@ -431,6 +437,7 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
         "seeds": list(cfg.seeds),
         **task.describe(data, cfg, tokenizer),
         "unk_rate": unk,
+        **({"eval_subsets": subsets} if subsets else {}),
         **{k: v for k, v in head.items() if k != "labels"},
     }
     # 4. every seed, when there are several
