@@ -28,6 +28,7 @@ from minisci.batching import length_batches
 from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
+from minisci.progress import scoring, use_stage_progress
 from minisci.training import (
     check_at_load,
     check_unk_rate,
@@ -230,7 +231,7 @@ def build_trainer(
             **arguments,
         },
     )
-    return (trainer_cls or WeightedLossTrainer)(
+    trainer = (trainer_cls or WeightedLossTrainer)(
         model=model,
         args=args,
         train_dataset=train_ds,
@@ -239,6 +240,7 @@ def build_trainer(
         class_weights=class_weights,
         callbacks=callbacks,
     )
+    return use_stage_progress(trainer, f"fine-tuning, seed {seed}")
 
 
 def fit_and_select(
@@ -338,7 +340,8 @@ def sorted_logits(model, features: list[dict], collate: Callable, batch_size: in
     model.eval()
     device = next(model.parameters()).device
     out: list[torch.Tensor | None] = [None] * len(features)
-    for idx in length_batches([len(f["input_ids"]) for f in features], batch_size):
+    batches = length_batches([len(f["input_ids"]) for f in features], batch_size)
+    for idx in scoring(batches, f"scoring {len(features)} inputs"):
         batch = collate([{"input_ids": features[i]["input_ids"]} for i in idx])
         batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         logits = model(**batch).logits.float().cpu()
