@@ -324,11 +324,14 @@ def timed_run(
     ``eval_every`` the dev curve (the training seconds exclude its scoring)."""
     from transformers.trainer_callback import PrinterCallback
 
+    from minisci.progress import StageProgress
+
     model = load_model(model_dir, work, seed, **config)
     curve = DevCurve(eval_every, lambda m: work.score(m, tokenizer, cfg)) if eval_every else None
     with tempfile.TemporaryDirectory() as out:
         trainer = build(model, out)
         trainer.remove_callback(PrinterCallback)  # the rows below say what matters
+        trainer.remove_callback(StageProgress)
         if curve:
             trainer.add_callback(curve)
         start = time.perf_counter()

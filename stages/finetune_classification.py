@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from minisci.cards import eval_result
+from minisci.cards import eval_result, example_text
 from minisci.config import FinetuneClassificationConfig, load_section
+from minisci.data.readers import load_prepared
 from minisci.finetune.classification import run_finetune_classification
 from minisci.finetune.common import publish, stage_arguments
 from minisci.stage import description, run_stage
@@ -32,10 +33,14 @@ def main(argv: list[str] | None = None) -> None:
     cfg = load_section(FinetuneClassificationConfig, "finetune_classification", args.params)
     result = run_finetune_classification(args.data, args.model, cfg, args.checkpoints)
     m = result.metrics
+    subset = m.get("eval_subsets", {}).get("test")  # max_eval_examples scored a subset of test
+    example = example_text([e.text for e in load_prepared(args.data, "classification", ("test",)).splits["test"]])
     card = dict(
         title=f"minisci text classification: {m['dataset']} ({args.model})",
         summary=f"Sequence classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch "
-        f"{m['best_epoch']} chosen on dev macro-F1, test scored once. `test_predictions.jsonl` holds the test predictions.",
+        f"{m['best_epoch']} chosen on dev macro-F1, test scored once"
+        + (f" (on a seeded subset of {subset['examples']} of {subset['of']} test examples)" if subset else "")
+        + ". `test_predictions.jsonl` holds the test predictions.",
         base=args.model,
         data=f"{m['dataset']} train (dev for model selection), prepared in {args.data}",
         params={"finetune_classification": dataclasses.asdict(cfg)},
@@ -45,11 +50,11 @@ def main(argv: list[str] | None = None) -> None:
             "best_epoch": m["best_epoch"],
         },
         usage=f'from transformers import pipeline\nclassify = pipeline("text-classification", model="{args.out}")\n'
-        'classify("We used the protocol of Smith et al. (2001).")',
+        f'classify("{example}")',
         pipeline_tag="text-classification",
         datasets=[m["dataset"]],
         results=[
-            eval_result("text-classification", m["dataset"], k, m["test"][k])
+            eval_result("text-classification", m["dataset"], k, m["test"][k], subset=subset)
             for k in ("accuracy", "macro_f1", "micro_f1")
         ],
     )

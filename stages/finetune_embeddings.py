@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from minisci.cards import eval_result, extend_card
+from minisci.cards import eval_result, write_model_card
 from minisci.config import FinetuneEmbeddingsConfig, load_section
 from minisci.finetune.embeddings import run_finetune_embeddings
 from minisci.fingerprint import model_content_hash
@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> None:
         model, metrics, history = run_finetune_embeddings(args.data, args.docs, args.encoder, args.baseline, cfg, work)
         with atomic_path(args.out) as out:
             shutil.copytree(Path(work) / "model", out)
-            # sentence-transformers wrote its own card (metadata, usage, architecture): keep it, add ours.
-            extend_card(
+            # Our card replaces sentence-transformers' own, whose template text ("Base model: Unknown",
+            # SentenceTransformer("sentence_transformers_model_id")) is wrong for this model.
+            write_model_card(
                 out,
                 title="minisci sentence embeddings",
                 summary="Sentence-transformers model (mean pooling) contrastively fine-tuned with in-batch negatives "
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> None:
                     eval_result("sentence-similarity", "minisci-title-abstract", k, metrics["finetuned"][k], "heldout")
                     for k in ("mrr_at_10", "recall_at_1", "recall_at_10")
                 ],
+                pipeline_tag="sentence-similarity",
+                library_name="sentence-transformers",
+                tags=["sentence-transformers", "feature-extraction"],
             )
     inputs = [model_content_hash(Path(d)) for d in (args.encoder, args.baseline)] + [sha256_file(args.docs)]
     metrics = keep_run_metrics(metrics, run_metrics_store(args.checkpoints, dataclasses.asdict(cfg), *inputs))

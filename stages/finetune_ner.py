@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from minisci.cards import eval_result, ner_usage
+from minisci.cards import eval_result, example_sentence, ner_usage
 from minisci.config import FinetuneNerConfig, load_section
 from minisci.finetune.common import publish, stage_arguments
 from minisci.finetune.ner import run_finetune_ner
@@ -29,10 +29,13 @@ def main(argv: list[str] | None = None) -> None:
     cfg = load_section(FinetuneNerConfig, "finetune_ner", args.params)
     result = run_finetune_ner(args.data, args.model, cfg, args.checkpoints)
     m = result.metrics
+    subset = m.get("eval_subsets", {}).get("test")  # max_eval_examples scored a subset of test
     card = dict(
         title=f"minisci NER: {m['dataset']} ({args.model})",
         summary=f"Token classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch {m['best_epoch']} "
-        "chosen on dev, test scored once (seqeval, strict IOB2). `test_predictions.jsonl` holds the test predictions.",
+        "chosen on dev, test scored once (seqeval, strict IOB2"
+        + (f", on a seeded subset of {subset['examples']} of {subset['of']} test sentences" if subset else "")
+        + "). `test_predictions.jsonl` holds the test predictions.",
         base=args.model,
         data=f"{m['dataset']} train (dev for model selection), prepared in {args.data}",
         params={"finetune_ner": dataclasses.asdict(cfg)},
@@ -41,14 +44,15 @@ def main(argv: list[str] | None = None) -> None:
             "test": m["test"],
             "best_epoch": m["best_epoch"],
         },
-        usage=ner_usage(args.out, cfg.crf, result.tokenizer),
+        usage=ner_usage(args.out, cfg.crf, result.tokenizer, example_sentence(result.test_predictions)),
         pipeline_tag="token-classification",
         datasets=[m["dataset"]],
         results=[
-            eval_result("token-classification", m["dataset"], k, m["test"][k]) for k in ("precision", "recall", "f1")
+            eval_result("token-classification", m["dataset"], k, m["test"][k], subset=subset)
+            for k in ("precision", "recall", "f1")
         ]
         + [
-            eval_result("token-classification", m["dataset"], "f1", r["f1"], name=f"f1 {t}")
+            eval_result("token-classification", m["dataset"], "f1", r["f1"], name=f"f1 {t}", subset=subset)
             for t, r in m["test"]["per_type"].items()
         ],
     )

@@ -610,7 +610,7 @@ def test_a_benchmark_script_exits_with_one_line_not_a_traceback(tmp_path):
     proc = subprocess.run(argv, capture_output=True, text=True)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"error: {missing}: not a model directory (no such directory); run `dvc repro` or pass --model"
+        f"error: {missing}: not a model directory (no such directory); check the path, or run `dvc repro` to train it"
     ]
 
 

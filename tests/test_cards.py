@@ -1,13 +1,13 @@
 """Standard artifacts: every model card loads with ``huggingface_hub.ModelCard.load`` and carries
-metadata and ``model-index`` results; sentence-transformers' own card is kept; saved models load
-with stock transformers classes."""
+metadata and ``model-index`` results; the embeddings card replaces sentence-transformers' template;
+saved models load with stock transformers classes."""
 
 import json
 
 import pytest
 from huggingface_hub import ModelCard
 
-from minisci.cards import eval_result, extend_card, write_model_card
+from minisci.cards import eval_result, write_model_card
 
 
 def card_results(path) -> list[dict]:
@@ -45,14 +45,13 @@ def test_package_base_model_names_its_hub_id(tmp_path):
     assert ModelCard.load(tmp_path / "README.md").data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
 
 
-def test_sentence_transformers_card_is_kept_and_extended(tmp_path, tiny_model_dir):
+def test_embeddings_card_replaces_sentence_transformers_template(tmp_path, tiny_model_dir):
     from sentence_transformers import SentenceTransformer, models
 
     encoder = models.Transformer(str(tiny_model_dir))
     st = SentenceTransformer(modules=[encoder, models.Pooling(encoder.get_embedding_dimension(), "mean")])
     st.save(str(tmp_path))
-    before = ModelCard.load(tmp_path / "README.md")
-    extend_card(
+    write_model_card(
         tmp_path,
         title="minisci sentence embeddings",
         summary="Contrastively fine-tuned.",
@@ -62,15 +61,17 @@ def test_sentence_transformers_card_is_kept_and_extended(tmp_path, tiny_model_di
         metrics={"finetuned": {"mrr_at_10": 0.9}},
         usage='from sentence_transformers import SentenceTransformer\nmodel = SentenceTransformer("models/embeddings")',
         results=[eval_result("sentence-similarity", "minisci-title-abstract", "mrr_at_10", 0.9, "heldout")],
+        pipeline_tag="sentence-similarity",
+        library_name="sentence-transformers",
     )
     card = ModelCard.load(tmp_path / "README.md")
-    assert card.data.library_name == "sentence-transformers" == before.data.library_name
-    assert card.data.pipeline_tag == before.data.pipeline_tag
-    assert before.text.strip()[:200] in card.text  # sentence-transformers' own text, unchanged
-    assert "## minisci sentence embeddings" in card.text and "### Usage" in card.text
+    assert card.data.library_name == "sentence-transformers" and card.data.pipeline_tag == "sentence-similarity"
+    assert card.text.lstrip().startswith("# minisci sentence embeddings")  # ours first, nothing above it
+    for boilerplate in ("sentence_transformers_model_id", "Base model:** Unknown", "This is a sentence-transformers"):
+        assert boilerplate not in card.text
     assert 'SentenceTransformer("models/embeddings")' in card.text and "\\n" not in card.text
     assert card_results(tmp_path / "README.md")[0]["metrics"][0]["value"] == 0.9
-    assert "minisci" in card.data.tags
+    SentenceTransformer(str(tmp_path))  # still loads with its own modules
 
 
 def test_base_model_stage_saves_a_stock_bert_for_pretraining(tmp_path, tiny_params_file):

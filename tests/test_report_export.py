@@ -350,7 +350,8 @@ def test_loss_chart_has_one_axis_per_task(run_data, tmp_path, monkeypatch):
     monkeypatch.setattr(plt, "close", figures.append)
     export._loss_chart(plt, root / "plots", tmp_path / "loss.png")
     titles = [ax.get_title() for ax in figures[0].axes]
-    assert titles == ["pretrain", "finetune ner"]
+    assert titles == ["pretraining (MLM + NSP)", "NER fine-tuning"]
+    assert all(ax.get_ylabel() == "training loss" for ax in figures[0].axes)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ a card travels with its model directory.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -62,7 +63,7 @@ def default_stride(tokenizer) -> int:
 EXAMPLE_TEXT = "Naloxone reverses the antihypertensive effect of clonidine."
 
 
-def ner_usage(model_dir: str, crf: bool, tokenizer) -> str:
+def ner_usage(model_dir: str, crf: bool, tokenizer, example: str = EXAMPLE_TEXT) -> str:
     """The usage block of an NER model card: code that gives exactly ``minisci ner``'s entities.
 
     A softmax head is a stock ``BertForTokenClassification``, so the card shows the transformers
@@ -72,34 +73,105 @@ def ner_usage(model_dir: str, crf: bool, tokenizer) -> str:
     report says so) and find other entities. Loading it stock cannot be made to fail loudly without
     custom code (``trust_remote_code``), so its card does not show the pipeline: it shows
     :class:`minisci.NerTagger` and ``minisci ner``, which decode with the CRF, and says why.
+    ``example``: the text the usage tags (:func:`example_sentence`, from the dataset's test split).
     """
-    cli = f'# the same entities from the command line:\n# minisci ner --model {model_dir} "{EXAMPLE_TEXT}"'
+    example = example.replace('"', "'")  # it sits inside double quotes in the code shown
+    cli = f'# the same entities from the command line:\n# minisci ner --model {model_dir} "{example}"'
     if not crf:
         return (
             f'from transformers import pipeline\n\ntagger = pipeline("token-classification", model="{model_dir}", '
-            f'aggregation_strategy="first", stride={default_stride(tokenizer)})\ntagger("{EXAMPLE_TEXT}")\n{cli}'
+            f'aggregation_strategy="first", stride={default_stride(tokenizer)})\ntagger("{example}")\n{cli}'
         )
     return (
         "# This model decodes with a CRF (learned tag transitions, constrained Viterbi). No transformers\n"
         '# class holds the transitions: pipeline("token-classification") would load it as a plain\n'
         "# token classifier, silently drop them and find other entities. Use minisci's tagger:\n"
-        f'from minisci import NerTagger\n\ntagger = NerTagger("{model_dir}")\ntagger("{EXAMPLE_TEXT}")\n{cli}'
+        f'from minisci import NerTagger\n\ntagger = NerTagger("{model_dir}")\ntagger("{example}")\n{cli}'
     )
 
 
-def eval_result(task_type: str, dataset: str, metric: str, value: float, split: str = "test", name: str = ""):
-    """One ``model-index`` entry: a score of this run on a catalogue dataset."""
+def eval_result(
+    task_type: str,
+    dataset: str,
+    metric: str,
+    value: float,
+    split: str = "test",
+    name: str = "",
+    subset: dict | None = None,
+):
+    """One ``model-index`` entry: a score of this run on a catalogue dataset. ``subset``
+    (``{"examples": n, "of": N}``, the fine-tuning metrics' ``eval_subsets[split]``): the score is on a
+    seeded subset of the split (``max_eval_examples``), which the split's name and the dataset's args
+    say, so that on the Hub it does not read as a full-test result."""
     from huggingface_hub import EvalResult
 
+    args = None
+    if subset:
+        split = f"{split} (seeded subset: {subset['examples']} of {subset['of']} examples)"
+        args = {"max_eval_examples": subset["examples"], "split_examples": subset["of"]}
     return EvalResult(
         task_type=task_type,
         dataset_type=dataset,
         dataset_name=dataset,
         dataset_split=split,
+        dataset_args=args,
         metric_type=metric,
         metric_name=name or metric,
         metric_value=value,
     )
+
+
+def base_license(base: str | Path) -> str | None:
+    """The licence a model made from ``base`` inherits: the ``license`` in the base's own card
+    (README.md front matter; every model directory of this pipeline has one, and the packaged
+    all-MiniLM-L6-v2 says apache-2.0). None when the base has no card that says: the card then names
+    no licence rather than guess one."""
+    import yaml
+
+    base = str(base)
+    if base.startswith("package:"):  # a model inside a pip package, as minisci.pretrain.model resolves it
+        spec = importlib.util.find_spec(base.split(":", 1)[1].replace("-", "_"))
+        if spec is None or spec.origin is None:
+            return None
+        readme = Path(spec.origin).parent / "model" / "README.md"
+    else:
+        readme = Path(base) / "README.md"
+    if not readme.is_file():
+        return None
+    parts = readme.read_text(encoding="utf-8", errors="replace").split("---", 2)
+    if len(parts) < 3 or parts[0].strip():
+        return None
+    try:
+        meta = yaml.safe_load(parts[1])
+    except yaml.YAMLError:
+        return None
+    licence = meta.get("license") if isinstance(meta, dict) else None
+    return licence if isinstance(licence, str) else None
+
+
+def example_sentence(rows: list[dict], max_words: int = 30) -> str:
+    """A usage example from the dataset's own test split (``rows``: NER test predictions with
+    ``tokens`` and ``gold``): the first sentence with a gold entity and at most ``max_words`` words, so
+    the card's example finds something on this dataset (a chemical sentence finds nothing with a
+    disease model). The words are joined by spaces, the punctuation put back against its word."""
+    for row in rows:
+        tokens, gold = row.get("tokens") or [], row.get("gold") or []
+        if 5 <= len(tokens) <= max_words and any(tag != "O" for tag in gold):
+            text = " ".join(tokens)
+            return re.sub(r" ([.,;:!?)\]])", r"\1", re.sub(r"([(\[]) ", r"\1", text))
+    return EXAMPLE_TEXT
+
+
+CLASSIFICATION_EXAMPLE = "We used the protocol of Smith et al. (2001)."
+
+
+def example_text(texts: list[str], max_words: int = 40) -> str:
+    """A usage example from a classification dataset's own test split: the first text of 5 to
+    ``max_words`` words (a citation sentence for SciCite, a sentence of the user's task for theirs)."""
+    for text in texts:
+        if 5 <= len(text.split()) <= max_words:
+            return " ".join(text.split()).replace('"', "'")  # shown inside double quotes
+    return CLASSIFICATION_EXAMPLE
 
 
 def result_metrics(metrics: dict) -> dict:
@@ -142,14 +214,18 @@ def model_card(
     datasets: list[str] | None = None,
     results: list | None = None,
     tags: list[str] | None = None,
+    license: str | None = None,
 ):
     """A ``huggingface_hub.ModelCard``: metadata for tools, then the model's origin, the exact params
-    of its run and that run's metrics for people. ``results``: :func:`eval_result` entries."""
+    of its run and that run's metrics for people. ``results``: :func:`eval_result` entries;
+    ``license``: default, the base's (:func:`base_license`)."""
     from huggingface_hub import ModelCard, ModelCardData
 
+    license = license or base_license(base)
     base = public_name(base)
     params = public_name(params)
     data_card = ModelCardData(
+        license=license,
         base_model=PACKAGE_HUB_IDS.get(base, base),
         datasets=datasets,
         pipeline_tag=pipeline_tag,
@@ -164,24 +240,3 @@ def model_card(
 
 def write_model_card(model_dir: str | Path, **kwargs) -> None:
     model_card(**kwargs).save(Path(model_dir) / "README.md")
-
-
-def extend_card(model_dir: str | Path, *, results: list, datasets: list[str] | None = None, **text) -> None:
-    """Keep the card a library wrote into ``model_dir`` (sentence-transformers' own, with its
-    metadata and usage), add this run's ``model-index`` results and tags, and append the run's text
-    (``text``: the human-part arguments of :func:`model_card`) under it."""
-    from huggingface_hub import ModelCard
-
-    path = Path(model_dir) / "README.md"
-    card = ModelCard.load(path)
-    # the library's card times its training: out, for the same reason as RUN_CIRCUMSTANCES
-    card.text = re.sub(r"\n#+ Training Time\n.*?(?=\n#)", "\n", card.text, flags=re.S)
-    card.data.eval_results = (card.data.eval_results or []) + results
-    card.data.model_name = card.data.model_name or text["title"]
-    card.data.tags = sorted({*(card.data.tags or []), "minisci"})
-    card.data.base_model = public_name(card.data.base_model)
-    if datasets:
-        card.data.datasets = datasets
-    text["base"], text["params"] = public_name(text["base"]), public_name(text["params"])
-    run = _run_text(**text, level=2)
-    ModelCard(f"---\n{card.data.to_yaml()}\n---\n{card.text.rstrip()}\n\n{run}").save(path)

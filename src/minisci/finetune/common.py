@@ -28,6 +28,7 @@ from minisci.batching import length_batches
 from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
+from minisci.progress import scoring, use_stage_progress
 from minisci.training import (
     RUN_METRICS,
     check_at_load,
@@ -232,7 +233,7 @@ def build_trainer(
             **arguments,
         },
     )
-    return (trainer_cls or WeightedLossTrainer)(
+    trainer = (trainer_cls or WeightedLossTrainer)(
         model=model,
         args=args,
         train_dataset=train_ds,
@@ -241,6 +242,7 @@ def build_trainer(
         class_weights=class_weights,
         callbacks=callbacks,
     )
+    return use_stage_progress(trainer, f"fine-tuning, seed {seed}")
 
 
 def fit_and_select(
@@ -340,7 +342,8 @@ def sorted_logits(model, features: list[dict], collate: Callable, batch_size: in
     model.eval()
     device = next(model.parameters()).device
     out: list[torch.Tensor | None] = [None] * len(features)
-    for idx in length_batches([len(f["input_ids"]) for f in features], batch_size):
+    batches = length_batches([len(f["input_ids"]) for f in features], batch_size)
+    for idx in scoring(batches, f"scoring {len(features)} inputs"):
         batch = collate([{"input_ids": features[i]["input_ids"]} for i in idx])
         batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         logits = model(**batch).logits.float().cpu()
@@ -414,6 +417,12 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
     # 1. data: the subsets are drawn once, from the first seed, so every seed (and both arms) sees the same data
     limits = {"train": cfg.max_train_examples, "dev": cfg.max_eval_examples, "test": cfg.max_eval_examples}
     splits = {sp: subsample(data.splits[sp], n, cfg.seeds[0]) for sp, n in limits.items()}
+    # a score on a subset must say so wherever it goes (the model card's model-index above all)
+    subsets = {
+        sp: {"examples": len(splits[sp]), "of": len(data.splits[sp])}
+        for sp in ("dev", "test")
+        if len(splits[sp]) < len(data.splits[sp])
+    }
     data = dataclasses.replace(data, splits={**data.splits, **splits})
     section = f"finetune_{task.name}"
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
@@ -433,6 +442,7 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
         "seeds": list(cfg.seeds),
         **task.describe(data, cfg, tokenizer),
         "unk_rate": unk,
+        **({"eval_subsets": subsets} if subsets else {}),
         **{k: v for k, v in head.items() if k != "labels"},
     }
     # 4. every seed, when there are several

@@ -16,6 +16,7 @@ from minisci.config import FinetuneEmbeddingsConfig
 from minisci.data.readers import POOLS, load_pool, read_documents
 from minisci.encoding import embed, load_encoder
 from minisci.errors import MinisciError
+from minisci.progress import use_stage_progress
 from minisci.training import check_lengths, quiet_load_reports, run_environment, training_arguments
 
 
@@ -101,7 +102,7 @@ def train_embeddings(model_dir: str | Path, train: list[dict], cfg: FinetuneEmbe
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=ds, loss=losses.MultipleNegativesRankingLoss(model, scale=cfg.scale)
     )
-    trainer.train()
+    use_stage_progress(trainer, "embeddings fine-tuning").train()
     return model, trainer.state.log_history
 
 

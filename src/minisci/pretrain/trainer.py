@@ -33,6 +33,7 @@ from minisci.io import iter_jsonl, sha256_file
 from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
 from minisci.pretrain.model import is_head_parameter, load_pretraining_model, load_tokenizer
 from minisci.pretrain.vocab import add_tokens, init_new_embeddings, plan_extension
+from minisci.progress import scoring, use_stage_progress
 from minisci.training import (
     RUN_METRICS,
     check_at_load,
@@ -206,7 +207,7 @@ def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict
     device = next(model.parameters()).device
     mlm_sum = nsp_sum = 0.0
     mlm_correct = n_masked = nsp_correct = 0
-    for idx in length_batches(list(dataset["length"]), cfg.eval_batch_size):
+    for idx in scoring(length_batches(list(dataset["length"]), cfg.eval_batch_size), "held-out scoring"):
         feats = [dataset[i] for i in idx]
         batch = {k: v.to(device) for k, v in collator(feats).items()}
         nsp_labels = batch.pop("next_sentence_label")
@@ -319,6 +320,7 @@ def run_pretraining(
             *([live_callback(Path(ckpt_dir) / "live")] if args.process_index == 0 else []),
         ],
     )
+    use_stage_progress(trainer, "pretraining")
     # Read before training: checkpoint rotation may delete the resume checkpoint.
     tokens_at_resume = (
         json.loads((resume / "trainer_state.json").read_text()).get("num_input_tokens_seen", 0) if resume else 0

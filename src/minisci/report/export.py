@@ -701,23 +701,37 @@ def _comparison_chart(plt, data: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def _loss_chart(plt, plots_dir: Path, path: Path) -> None:
+GROUP_TITLES = {  # the loss chart's axes, in words
+    "pretrain": "pretraining (MLM + NSP)",
+    "finetune_ner": "NER fine-tuning",
+    "finetune_classification": "classification fine-tuning",
+    "finetune_embeddings": "embeddings fine-tuning",
+}
+
+
+def _loss_chart(plt, plots_dir: Path, path: Path, runs: dict[str, list[str]] | None = None) -> None:
     """Training loss, one axis per training task (pretraining, each fine-tuning task), since their
-    scales differ by an order of magnitude."""
+    scales differ by an order of magnitude. ``runs``: stage -> the datasets this report covers; a
+    fine-tuning curve of any other dataset (left in plots/ by an earlier run or experiment) is not
+    drawn, so the chart never mixes runs. Each curve is labelled by dataset and arm."""
     groups: dict[str, list[Path]] = {}
     for curve in sorted(plots_dir.glob("**/plots/metrics/loss.tsv")):
-        run = curve.parents[2].relative_to(plots_dir).as_posix()
-        groups.setdefault(run.split("/")[0], []).append(curve)
-    fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(4.2 * max(1, len(groups)), 3.8), squeeze=False)
+        run = curve.parents[2].relative_to(plots_dir).as_posix().split("/")
+        if runs is not None and run[0] in runs and (len(run) < 2 or run[1] not in runs[run[0]]):
+            continue
+        groups.setdefault(run[0], []).append(curve)
+    fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(4.2 * max(1, len(groups)), 3.9), squeeze=False)
     for ax, (group, curves) in zip(axes[0], sorted(groups.items(), key=lambda g: g[0] != "pretrain")):
         for curve in curves:
             rows = [line.split("\t") for line in curve.read_text().splitlines()[1:]]
-            label = curve.parents[2].relative_to(plots_dir / group).as_posix()
-            ax.plot([int(r[0]) for r in rows], [float(r[-1]) for r in rows], label=label if label != "." else group)
-        ax.set_title(group.replace("_", " "), fontsize=9)
-        ax.set_xlabel("step")
-        ax.set_ylabel("loss")
-        ax.legend(fontsize=7)
+            label = curve.parents[2].relative_to(plots_dir / group).as_posix().replace("/", ", ")
+            steps, losses = [int(r[0]) for r in rows], [float(r[-1]) for r in rows]
+            ax.plot(steps, losses, marker="o" if len(rows) == 1 else None, label=label if label != "." else "loss")
+        ax.set_title(GROUP_TITLES.get(group, group.replace("_", " ")), fontsize=9)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("training loss")
+        ax.legend(fontsize=7, title="dataset, arm" if group in (runs or {}) else None, title_fontsize=7)
+    fig.suptitle("Training loss, this run only", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -755,7 +769,10 @@ def charts(data: dict, plots_dir: Path, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "comparison.png", out_dir / "loss_curves.png"]
     _comparison_chart(plt, data, written[0])
-    _loss_chart(plt, plots_dir, written[1])
+    runs: dict[str, list[str]] = {}
+    for task, ds in data["tasks"]:
+        runs.setdefault(TASKS[task].stage, []).append(ds)
+    _loss_chart(plt, plots_dir, written[1], runs)
     for (task, ds), t in data["tasks"].items():
         if TASKS[task].breakdown == "per_class":
             written.append(out_dir / f"confusion_{ds}.png")

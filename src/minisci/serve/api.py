@@ -60,7 +60,7 @@ class NerTagger:
         stride: tokens of overlap between the windows of a text longer than the model's maximum
             length (long texts are windowed, not cut); default 64, or half a window of a model with
             fewer positions.
-        precision: ``fp32`` (exactly the transformers pipeline), ``bf16`` or ``int8``
+        precision: ``fp32`` (full precision: the transformers pipeline's output, or for a CRF head the stage's decoding), ``bf16`` or ``int8``
             (see :mod:`minisci.serve.precision`).
         backend: ``torch``, or ``onnx`` (ONNX Runtime on CPU, fp32 or int8; see
             :mod:`minisci.serve.onnx_backend`).

@@ -217,7 +217,7 @@ EXAMPLES = {
     "search": '''example:
   minisci search --index /tmp/papers-index -k 3 "antibiotic resistance in hospital infections"''',
     "reviewers": '''example:
-  minisci reviewers --index /tmp/papers-index abstract.txt -k 4 --exclude "Eva Schmidt"''',
+  minisci reviewers --index /tmp/papers-index tests/fixtures/abstract.txt -k 4 --exclude "Eva Schmidt"''',
 }
 
 
@@ -226,7 +226,8 @@ def add_precision(sp, extra: str = "") -> None:
         "--precision",
         choices=PRECISIONS,
         default="fp32",
-        help="fp32: exactly the transformers pipeline; bf16: encoder matmuls in bfloat16 (about 1.7x faster "
+        help="fp32: full precision, the transformers pipeline's output exactly, except that a CRF head (NER's "
+        "default) decodes with Viterbi as its training stage scored it; bf16: encoder matmuls in bfloat16 (about 1.7x faster "
         "on CPUs with native bf16, near-identical output); int8: dynamic quantisation (CPU, fastest, "
         "small accuracy change). See benchmarks/inference_speed.py. " + extra,
     )

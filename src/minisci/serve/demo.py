@@ -135,16 +135,56 @@ def page_parser() -> argparse.ArgumentParser:
 def add_demo_parser(sub) -> None:
     """The ``demo`` subcommand of :mod:`minisci.serve.cli`."""
     help_ = "start a local web page on the models: NER, citation intent, semantic search, reviewers"
-    sp = sub.add_parser("demo", help=help_, description=help_, parents=[page_parser()])
+    sp = sub.add_parser(
+        "demo",
+        help=help_,
+        description=help_,
+        parents=[page_parser()],
+        epilog=DEMO_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sp.add_argument("--host", default="127.0.0.1", help="address to serve on (default: this machine only)")
     from minisci.serve.checks import PORTS
     from minisci.serve.cli import at_least
 
-    sp.add_argument("--port", type=at_least(*PORTS), default=8501, help=f"port to serve on ({PORTS[0]}-{PORTS[1]})")
+    sp.add_argument(
+        "--port",
+        type=at_least(*PORTS),
+        default=DEFAULT_PORT,
+        help=f"port to serve on, {PORTS[0]}-{PORTS[1]} (default: {DEFAULT_PORT})",
+    )
     sp.set_defaults(fn=run_demo)
 
 
+DEFAULT_PORT = 8501  # Streamlit's own default, so its documentation's URLs hold
+DEMO_EXAMPLE = f"""example:
+  minisci index --model models/embeddings --docs tests/fixtures/papers.jsonl --out /tmp/papers-index
+  minisci demo --index /tmp/papers-index          # then open http://127.0.0.1:{DEFAULT_PORT}"""
+
+
+def check_models(args) -> None:
+    """Every model the page uses, checked before the server starts: a wrong path is one line now, not
+    an error at the first click. Only config.json and the index's files are read (no torch import)."""
+    from minisci.serve.models import check_task, check_weights, read_config
+
+    for option, path, task in (("--ner", args.ner, "ner"), ("--cite", args.cite, "cite")):
+        try:
+            check_task(Path(path), read_config(path), task)
+            check_weights(path)
+        except MinisciError as e:
+            raise MinisciError(f"minisci demo {option}: {e}") from None
+    try:
+        read_config(args.embeddings)
+    except MinisciError as e:
+        raise MinisciError(f"minisci demo --embeddings: {e}") from None
+    if args.index is not None and not (Path(args.index) / "index.json").is_file():
+        raise MinisciError(
+            f"minisci demo --index: {args.index}: not an index (no index.json); build one with `minisci index`"
+        )
+
+
 def run_demo(args) -> None:
+    check_models(args)
     code = launch(args.ner, args.cite, args.embeddings, args.index, args.host, args.port)
     if code:
         raise MinisciError(f"the demo page stopped with exit code {code}")

@@ -45,10 +45,10 @@ def read_config(model_dir: str | Path) -> dict:
     """``config.json`` of a model directory, parsed; a missing or broken file is a one-line error."""
     path = model_path(model_dir)
     if not path.is_dir():
-        raise MinisciError(f"{path}: not a model directory (no such directory); run `dvc repro` or pass --model")
+        raise MinisciError(f"{path}: not a model directory (no such directory); {_missing_hint(path)}")
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
-        raise MinisciError(f"{path}: not a model directory (no config.json); run `dvc repro` or pass --model")
+        raise MinisciError(f"{path}: not a model directory (no config.json); {_missing_hint(path)}")
     try:
         config = json.loads(cfg_file.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -58,6 +58,19 @@ def read_config(model_dir: str | Path) -> dict:
     if not isinstance(config, dict):
         raise DataFormatError(cfg_file, None, "expected a JSON object")
     return config
+
+
+def _missing_hint(path: Path) -> str:
+    """What to do about a model directory that is not there. The path was given (``--model`` or an
+    argument), so the hint is never "pass --model"; after the quick profile the README's BC5CDR paths
+    do not exist, so the models of the same kind that do exist are named
+    (``models/finetune_ner/ncbi_disease/adapted`` for ``models/finetune_ner/bc5cdr/adapted``)."""
+    siblings = sorted(
+        str(p) for p in path.parent.parent.glob(f"*/{path.name}") if p != path and (p / "config.json").is_file()
+    )
+    if siblings:
+        return "models that exist: " + ", ".join(siblings[:4])
+    return "check the path, or run `dvc repro` to train it"
 
 
 def check_weights(model_dir: str | Path) -> None:

@@ -1,0 +1,140 @@
+"""Progress of long work (training and scoring), the same way in every stage.
+
+On a terminal: a tqdm bar with the total, the rate and the time left. In a log file (``dvc repro``
+or ``dvc queue`` output, CI): one plain line per logging interval, its numbers printed as numbers
+(``loss 0.4321``, not transformers' ``{'loss': '0.4321'}``), with the step, the total and the time
+left. The Trainer's own ProgressCallback and PrinterCallback are replaced by :class:`StageProgress`
+(:func:`use_stage_progress`): they print every log as a dict of strings, and the printer has no
+total and no time left.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator, Sequence
+
+from transformers import PrinterCallback, ProgressCallback, TrainerCallback
+
+# Keys of the Trainer's logs that are not worth a column in a progress line.
+QUIET_KEYS = {
+    "total_flos",
+    "num_input_tokens_seen",
+    "train_runtime",
+    "train_samples_per_second",
+    "train_steps_per_second",
+    "train_tokens_per_second",
+}
+LOG_EVERY_SECONDS = 30.0  # scoring in a log: a line at most this often; shorter work prints none
+
+
+def on_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def duration(seconds: float) -> str:
+    """``1:02:03`` or ``4:05``, as tqdm writes times."""
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def number(value: float | int) -> str:
+    return str(value) if isinstance(value, int) else f"{value:.4g}"
+
+
+def progress_line(
+    what: str, done: int, total: int, elapsed: float, since: int = 0, numbers: dict | None = None, unit: str = ""
+) -> str:
+    """One plain line: where the work is, its numbers, the time spent and the time left (estimated
+    from the steps done by this process, ``done - since``: a resumed run does not count the steps it
+    skipped)."""
+    unit = f" {unit}" if unit else ""
+    parts = [f"{what}: {done}/{total}{unit} ({done / total:.0%})" if total else f"{what}: {done}{unit}"]
+    parts += [f"{k} {number(v)}" for k, v in (numbers or {}).items()]
+    left = elapsed / (done - since) * (total - done) if total and since < done < total else None
+    times = f"{duration(elapsed)} elapsed" + (f", about {duration(left)} left" if left is not None else "")
+    return ", ".join(parts) + "; " + times
+
+
+class StageProgress(TrainerCallback):
+    """Training progress: a bar (total steps, time left, the last loss) on a terminal, else one
+    plain line per logging step."""
+
+    def __init__(self, what: str, terminal: bool | None = None, stream=None):
+        self.what = what
+        self.terminal = on_terminal() if terminal is None else terminal
+        self.stream = stream
+        self.bar = None
+        self.start = 0.0
+        self.first_step = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        self.start, self.first_step = time.monotonic(), state.global_step
+        if self.terminal:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=state.max_steps,
+                initial=state.global_step,
+                desc=self.what,
+                unit="step",
+                dynamic_ncols=True,
+                file=self.stream or sys.stderr,
+            )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        numbers = {
+            k: v
+            for k, v in logs.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in QUIET_KEYS
+        }
+        if self.bar is not None:
+            self.bar.set_postfix({k: number(v) for k, v in numbers.items() if k in ("loss", "epoch")}, refresh=False)
+            return
+        elapsed = time.monotonic() - self.start
+        line = progress_line(self.what, state.global_step, state.max_steps, elapsed, self.first_step, numbers, "steps")
+        print(line, file=self.stream or sys.stdout, flush=True)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def use_stage_progress(trainer, what: str):
+    """``trainer`` with :class:`StageProgress` instead of transformers' progress bar or printer; in a
+    log, transformers' other bars (writing a checkpoint's shards) are off too."""
+    if not on_terminal():
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(StageProgress(what))
+    return trainer
+
+
+def scoring(batches: Sequence, what: str, terminal: bool | None = None, every: float = LOG_EVERY_SECONDS) -> Iterator:
+    """``batches``, with progress: a bar that disappears when done on a terminal; in a log, a plain
+    line at most every ``every`` seconds (nothing for work shorter than that)."""
+    if on_terminal() if terminal is None else terminal:
+        from tqdm import tqdm
+
+        yield from tqdm(batches, desc=what, unit="batch", leave=False, dynamic_ncols=True, file=sys.stderr)
+        return
+    start = last = time.monotonic()
+    for i, batch in enumerate(batches, 1):
+        yield batch
+        now = time.monotonic()
+        if now - last >= every and i < len(batches):
+            print(progress_line(what, i, len(batches), now - start, unit="batches"), flush=True)
+            last = now

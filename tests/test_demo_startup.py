@@ -1,0 +1,73 @@
+"""``minisci demo`` checks its models before it starts a server, and its --help shows an example
+and the default port. No model is loaded: the checks read config.json only."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from minisci.serve import cli, demo
+
+
+def fake_model(path: Path, arch: str, labels: list[str]) -> Path:
+    """A model directory as far as the start-up check reads it: config.json and a weights file."""
+    path.mkdir(parents=True)
+    config = {"architectures": [arch], "id2label": dict(enumerate(labels)), "model_type": "bert"}
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "model.safetensors").write_bytes(b"")
+    return path
+
+
+@pytest.fixture
+def models(tmp_path) -> dict:
+    ner = fake_model(tmp_path / "ner", "BertForTokenClassification", ["O", "B-Disease", "I-Disease"])
+    cite = fake_model(tmp_path / "cite", "BertForSequenceClassification", ["background", "method", "result"])
+    enc = fake_model(tmp_path / "enc", "BertModel", [])
+    return {"--ner": ner, "--cite": cite, "--embeddings": enc}
+
+
+def argv(models: dict, **change) -> list[str]:
+    paths = {**models, **change}
+    return ["demo", "--port", "9000"] + [x for k, v in paths.items() for x in (k, str(v))]
+
+
+@pytest.fixture
+def launched(monkeypatch) -> list:
+    calls = []
+    monkeypatch.setattr(demo, "launch", lambda *a: calls.append(a) or 0)
+    return calls
+
+
+def test_good_models_start_the_server(models, launched):
+    assert cli.main(argv(models)) == 0
+    assert len(launched) == 1
+
+
+@pytest.mark.parametrize(
+    ("option", "bad", "message"),
+    [
+        ("--ner", "missing", r"minisci demo --ner: .*missing: not a model directory \(no such directory\)"),
+        ("--ner", "cite", r"minisci demo --ner: .*cite: not a token-classification \(NER\) model"),
+        ("--cite", "ner", r"minisci demo --cite: .*ner: not a sequence-classification"),
+        ("--embeddings", "missing", r"minisci demo --embeddings: .*missing: not a model directory"),
+        ("--index", "enc", r"minisci demo --index: .*enc: not an index \(no index.json\)"),
+    ],
+)
+def test_a_bad_model_is_one_line_before_the_server_starts(models, launched, tmp_path, capsys, option, bad, message):
+    path = {"cite": models["--cite"], "ner": models["--ner"], "enc": models["--embeddings"]}.get(bad, tmp_path / bad)
+    assert cli.main(argv(models, **{option: path})) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert re.search(f"^error: {message}", err), err
+    assert launched == []
+
+
+def test_demo_help_has_an_example_and_the_default_port(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    out = capsys.readouterr().out
+    assert "minisci demo --index /tmp/papers-index" in out
+    assert "(default: 8501)" in out

@@ -1,0 +1,73 @@
+"""Progress of training and scoring: a bar with the total and the time left on a terminal, one plain
+line per logging interval in a log, numbers printed as numbers."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+from transformers import PrinterCallback, ProgressCallback
+
+from minisci.progress import StageProgress, progress_line, scoring, use_stage_progress
+
+
+def state(step: int, total: int = 100):
+    return SimpleNamespace(is_world_process_zero=True, global_step=step, max_steps=total)
+
+
+def test_a_line_gives_step_total_numbers_and_time_left():
+    line = progress_line("fine-tuning", 20, 100, 60.0, numbers={"loss": 0.43214, "epoch": 0.4}, unit="steps")
+    assert line == "fine-tuning: 20/100 steps (20%), loss 0.4321, epoch 0.4; 1:00 elapsed, about 4:00 left"
+
+
+def test_time_left_counts_only_the_steps_this_run_did():
+    # resumed at step 50: 10 steps in 60 s, 40 to go
+    assert progress_line("pretraining", 60, 100, 60.0, since=50).endswith("1:00 elapsed, about 4:00 left")
+    assert progress_line("pretraining", 50, 100, 0.0, since=50).endswith("0:00 elapsed")
+    assert progress_line("pretraining", 100, 100, 90.0).endswith("1:30 elapsed")  # done: nothing left
+
+
+def test_in_a_log_each_logging_step_is_one_plain_line(capsys):
+    progress = StageProgress("fine-tuning, seed 13", terminal=False)
+    progress.on_train_begin(None, state(0), None)
+    progress.on_log(
+        None, state(20), None, logs={"loss": 0.4321, "grad_norm": 3.25, "learning_rate": 1e-05, "epoch": 0.4}
+    )
+    progress.on_log(None, state(40), None, logs={"loss": 0.2, "total_flos": 12345.0, "train_runtime": 7.8})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(
+        "fine-tuning, seed 13: 20/100 steps (20%), loss 0.4321, grad_norm 3.25, learning_rate 1e-05, epoch 0.4; "
+    )
+    assert "left" in lines[0] and "'" not in lines[0] and "{" not in lines[0]  # numbers, not a dict of strings
+    assert "total_flos" not in lines[1] and "train_runtime" not in lines[1]
+
+
+def test_on_a_terminal_a_bar_with_the_total(capsys):
+    out = io.StringIO()
+    progress = StageProgress("pretraining", terminal=True, stream=out)
+    progress.on_train_begin(None, state(0, 375), None)
+    progress.on_step_end(None, state(30, 375), None)
+    progress.on_log(None, state(30, 375), None, logs={"loss": 5.5})
+    progress.on_train_end(None, state(375, 375), None)
+    assert "/375" in out.getvalue() and "pretraining" in out.getvalue()
+    assert capsys.readouterr().out == ""  # no line per log besides the bar
+
+
+def test_the_trainer_prints_no_dict_of_strings(tmp_path, tiny_model_dir):
+    from transformers import BertForMaskedLM, Trainer
+
+    from minisci.training import training_arguments
+
+    args = training_arguments(tmp_path, seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.0, precision="fp32")
+    trainer = use_stage_progress(Trainer(model=BertForMaskedLM.from_pretrained(tiny_model_dir), args=args), "x")
+    kinds = {type(c) for c in trainer.callback_handler.callbacks}
+    assert StageProgress in kinds and PrinterCallback not in kinds and ProgressCallback not in kinds
+
+
+def test_scoring_in_a_log_prints_a_line_per_interval(capsys):
+    assert list(scoring([1, 2, 3], "scoring 30 inputs", terminal=False, every=0.0)) == [1, 2, 3]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("scoring 30 inputs: 1/3 batches (33%); ") and len(lines) == 2  # none after the last
+    assert list(scoring([1, 2], "quick", terminal=False)) == [1, 2]
+    assert capsys.readouterr().out == ""  # shorter than the interval: silent
