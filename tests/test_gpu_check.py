@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -123,7 +125,7 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
 
 
 @pytest.mark.slow
-def test_cpu_dry_run_of_the_whole_check(gc, tmp_path, monkeypatch, capsys):
+def test_cpu_dry_run_of_the_whole_check(gc, tmp_path, monkeypatch):
     """The folder built offline (no wheels) and the run step on it: every step passes, the scores match
     the folder's CPU reference, and every imported distribution is preinstalled on the node or a wheel."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -136,7 +138,12 @@ def test_cpu_dry_run_of_the_whole_check(gc, tmp_path, monkeypatch, capsys):
         manifest["wheel_distributions"]
     )
     assert (folder / "run.sh").is_file() and os.path.getsize(folder / "minisci.tar.gz") > 0
-    assert gc.main([str(folder), "--device", "cpu", "--tiny", "--work", str(tmp_path / "w"), "--log", "log.json"]) == 0
+    # the run in a fresh interpreter, as on the node: its imports are the run's alone (not pytest's, not --prepare's)
+    cmd = [sys.executable, str(REPO / "benchmarks/gpu_check.py"), str(folder), "--device", "cpu", "--tiny"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    run = subprocess.run([*cmd, "--work", "w", "--log", "log.json"], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "gpu_check: ok" in run.stdout and "Traceback" not in run.stderr
     log = json.loads((tmp_path / "log.json").read_text())
     assert log["failed"] == [] and all(s["ok"] for s in log["steps"].values())
     assert set(log["steps"]) == {
@@ -151,4 +158,3 @@ def test_cpu_dry_run_of_the_whole_check(gc, tmp_path, monkeypatch, capsys):
     }
     assert all(v["ok"] for v in log["steps"]["scores"].values() if isinstance(v, dict))
     assert log["steps"]["pretrain"]["precision"] == "fp32" and log["steps"]["estimate"]["total_seconds"] > 0
-    assert "gpu_check: ok" in capsys.readouterr().out
