@@ -38,6 +38,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -178,8 +179,24 @@ def imported_distributions(modules=None) -> set[str]:
     return {_norm(d) for top in tops if top not in sys.stdlib_module_names for d in owners.get(top, ())}
 
 
-def missing_on_node(distributions: set[str]) -> list[str]:
-    return sorted(distributions - installed_closure(NODE_PREINSTALLED) - OWN - set(OPTIONAL))
+def requirement_names(root: Path = REPO) -> set[str]:
+    """The distributions requirements.txt names (the project's declared dependencies)."""
+    names = set()
+    for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if line and not line.startswith("-"):
+            names.add(_norm(re.split(r"[\s=<>!~;\[]", line)[0]))
+    return names
+
+
+def missing_on_node(imported: set[str]) -> list[str]:
+    """The imported distributions the node must be given: those the project requires and the node
+    lacks, and what they require in turn, as far as it was imported. A distribution imported only
+    because it happens to be installed here (accelerate's boto3 probe, say) is not required: on the
+    node its import is skipped, as it would be on any machine without it."""
+    node = installed_closure(NODE_PREINSTALLED)
+    direct = (requirement_names() & imported) - node - OWN
+    return sorted((imported & installed_closure(direct)) - node - OWN - set(OPTIONAL))
 
 
 def code_path_distributions() -> set[str]:
@@ -208,15 +225,13 @@ def download_wheels(names: list[str], dest: Path) -> list[str]:
 
     dest.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    for name in names:
-        pin = f"{name}=={metadata.version(name)}"
-        target = ["--python-version", NODE_PYTHON, "--platform", NODE_PLATFORM, "--implementation", "cp"]
-        got = subprocess.run(
-            [*pip, "download", "--only-binary=:all:", "--no-deps", *target, "-d", str(dest), pin],
-            capture_output=True,
-            text=True,
-        )
-        if got.returncode == 0:
+    target = ["--python-version", NODE_PYTHON, "--platform", NODE_PLATFORM, "--implementation", "cp"]
+    binary = [*pip, "download", "--only-binary=:all:", "--no-deps", *target, "-d", str(dest)]
+    pins = [f"{name}=={metadata.version(name)}" for name in names]
+    if not pins or subprocess.run([*binary, *pins], capture_output=True).returncode == 0:
+        return sorted(p.name for p in dest.glob("*.whl"))
+    for pin in pins:  # one at a time, to find the ones published as source only
+        if subprocess.run([*binary, pin], capture_output=True).returncode == 0:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             built = subprocess.run(
@@ -749,7 +764,7 @@ def run_check(folder: Path, data_root: Path, work: Path, device: str, tiny: bool
     work.mkdir(parents=True, exist_ok=True)
     model = work / "model-fp32"
     if not model.is_dir():
-        to_fp32(folder / "model", model)
+        to_fp32(data_root / "model", model)
     params = check_params(root, model, sizes, work)
     ceiling = steps.run("ceiling", matmul_ceiling, device, tiny)
     steps.run(
@@ -807,6 +822,7 @@ LOG="$PWD/gpu_check.json"
 WORK=$(mktemp -d "${{TMPDIR:-/tmp}}/minisci-gpu-check.XXXXXX")
 tar -xzf "$HERE/minisci.tar.gz" -C "$WORK"
 tar -xzf "$HERE/data.tar.gz" -C "$WORK"
+tar -xzf "$HERE/model.tar.gz" -C "$WORK"
 "$PYTHON" -m pip install --quiet --no-index --no-deps --target "$WORK/site" "$HERE"/wheels/*.whl
 export PYTHONPATH="$WORK/src:$WORK/site${{PYTHONPATH:+:$PYTHONPATH}}"
 cd "$WORK"
@@ -827,11 +843,11 @@ def prepare(folder: Path, mirror: Path, tiny: bool, wheels: bool) -> dict:
         needed = missing_on_node(code_path_distributions())
         names = download_wheels(needed, out / "wheels") if wheels else []
         # 1. model, converted; the reference trains from its fp32 upcast, as the node will
-        to_bf16(base_model_dir(sizes, tmp), out / "model")
-        to_fp32(out / "model", tmp / "model-fp32")
+        to_bf16(base_model_dir(sizes, tmp), tmp / "model")
+        to_fp32(tmp / "model", tmp / "model-fp32")
         # 2. data by the project's own code
         prep = prepare_data(mirror, sizes, tmp, staging)
-        load = workload(prep["prepared"], out / "model", staging / "pairs")
+        load = workload(prep["prepared"], tmp / "model", staging / "pairs")
         # 3. the CPU reference: the same stages, params and data as the node will run, here in fp32
         params = check_params(REPO, tmp / "model-fp32", sizes, tmp)
         print("gpu_check --prepare: CPU reference fine-tuning ...", flush=True)
@@ -845,6 +861,8 @@ def prepare(folder: Path, mirror: Path, tiny: bool, wheels: bool) -> dict:
                 tar.add(f, arcname=f"metrics/{f.name}")  # committed wall times of the CPU-side stages, for the estimate
         with tarfile.open(out / "data.tar.gz", "w:gz") as tar:
             tar.add(staging, arcname="data")
+        with tarfile.open(out / "model.tar.gz", "w:gz") as tar:  # bf16 exponents repeat: gzip takes off ~a fifth
+            tar.add(tmp / "model", arcname="model")
         (out / "run.sh").write_text(RUN_SH.format(name=folder.name))
         manifest = {
             "tiny": tiny,
@@ -936,10 +954,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_check_at(folder: Path, data_root: Path, work: Path, device: str, tiny: bool):
-    """:func:`run_check` with the data taken from ``data_root/data`` (unpacked by run.sh, or by --prepare's caller)."""
+    """:func:`run_check` with the data and model under ``data_root`` (unpacked by run.sh), or unpacked
+    from the folder into ``work`` here."""
     if not (data_root / "data").is_dir():
-        with tarfile.open(folder / "data.tar.gz") as tar:
-            tar.extractall(work, filter="data")
+        for name in ("data.tar.gz", "model.tar.gz"):
+            with tarfile.open(folder / name) as tar:
+                tar.extractall(work, filter="data")
         data_root = work
     return run_check(folder, data_root, work, device, tiny)
 
