@@ -114,20 +114,22 @@ class Sizes:
     epochs: float | None = None  # fine-tuning epochs; None = the paper profile's
 
 
-FULL = Sizes(0.2, 400, 3000, 256, 200, 500, None)
+FULL = Sizes(
+    data_fraction=0.2, corpus_docs=400, pairs=3000, heldout_pairs=256, pretrain_steps=200, index_docs=500, model=None
+)
 TINY = Sizes(
-    1.0,
-    30,
-    60,
-    12,
-    4,
-    20,
-    {
+    data_fraction=1.0,  # the fixtures are tiny already
+    corpus_docs=30,
+    pairs=60,
+    heldout_pairs=12,
+    pretrain_steps=4,
+    index_docs=20,
+    model={
         "hidden_size": 32,
         "num_hidden_layers": 2,
         "num_attention_heads": 2,
         "intermediate_size": 64,
-        "max_position_embeddings": 512,
+        "max_position_embeddings": 512,  # the paper profile's lengths (256 pairs, 512 citations) fit
     },
     epochs=1.0,
 )
@@ -700,7 +702,11 @@ class Steps:
         try:
             result = fn(*args)
         except Exception as e:  # noqa: BLE001 - every step reports; a bug also keeps its traceback
+            import torch
+
             message = str(e) if isinstance(e, CheckError) else describe(e)
+            if isinstance(e, torch.OutOfMemoryError):
+                message = f"out of GPU memory ({' '.join(str(e).split())[:160]}); lower the paper profile's batch sizes"
             if message is None:
                 traceback.print_exc()
                 message = f"{type(e).__name__}: {e}"
@@ -760,7 +766,6 @@ def run_check(folder: Path, data_root: Path, work: Path, device: str, tiny: bool
     log = {"check": "minisci gpu_check", "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device, "tiny": tiny}
     log.update(environment=environment(device), folder={"path": str(folder), "mib": manifest["mib"]}, steps={})
     steps = Steps(log)
-    folder_data = data_root
     work.mkdir(parents=True, exist_ok=True)
     model = work / "model-fp32"
     if not model.is_dir():
@@ -772,17 +777,15 @@ def run_check(folder: Path, data_root: Path, work: Path, device: str, tiny: bool
         load_stage("base_model", root).main,
         ["--out", str(work / "models/baseline"), "--params", str(params)],
     )
-    pre = steps.run(
-        "pretrain", pretrain, root, folder_data, params, work, ceiling["tflops"] if ceiling else float("nan")
-    )
-    tuned = steps.run("finetune", finetune, root, folder_data, work / "models/baseline", params, work)
+    pre = steps.run("pretrain", pretrain, root, data_root, params, work, ceiling["tflops"] if ceiling else float("nan"))
+    tuned = steps.run("finetune", finetune, root, data_root, work / "models/baseline", params, work)
     if tuned is not None:
         steps.run("scores", compare, tuned, manifest["cpu_reference"])
-        steps.run("serve", serve_throughput, folder_data, work, device)
+        steps.run("serve", serve_throughput, data_root, work, device)
     if pre is not None and tuned is not None:
         steps.run("estimate", estimate, root, manifest["workload"], pre, tuned)
     imported = imported_distributions()
-    log["imported_distributions_not_preinstalled"] = missing_on_node(imported)
+    log["wheel_distributions_imported"] = missing_on_node(imported)
     if tiny:  # the dry run proves the wheel list: here everything is installed, so only the list can be wrong
         steps.run("imports", check_imports, imported, manifest["wheel_distributions"])
     return log, steps.failed
@@ -839,6 +842,7 @@ def prepare(folder: Path, mirror: Path, tiny: bool, wheels: bool) -> dict:
     made_here = lambda p: (p / "manifest.json").is_file()  # noqa: E731 - an earlier --prepare's folder
     with atomic_path(folder, owned=made_here) as out, tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         tmp, staging = Path(tmp), Path(tmp) / "data"
+        out.mkdir()
         # 0. wheels first: a missing one (or no network) fails before the slow part
         needed = missing_on_node(code_path_distributions())
         names = download_wheels(needed, out / "wheels") if wheels else []
