@@ -731,6 +731,54 @@ def compare(tuned: dict, reference: dict) -> dict:
     return out
 
 
+def start_reference(folder: Path, data_root: Path, work: Path, device: str, tiny: bool) -> subprocess.Popen:
+    """The CPU reference, started now in a second process on the node's own CPU (fp32, no GPU), while
+    the GPU works: the same script, stages, params, data and fp32-upcast weights, so the two runs differ
+    only in the device and bf16. On a GPU node it takes all cores but two (the GPU run's loader)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), str(folder), "--device", "cpu", "--reference"]
+    cmd += [
+        "--data",
+        str(data_root / "data"),
+        "--work",
+        str(work / "cpu-reference"),
+        "--log",
+        str(work / "cpu-reference.json"),
+    ]
+    cmd += ["--tiny"] if tiny else []
+    env = dict(os.environ)
+    if device == "cuda":
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 4) - 2))
+    with (work / "cpu-reference.out").open("w") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def reference_scores(proc: subprocess.Popen, work: Path, log: dict, timeout: float) -> dict:
+    """Wait for the CPU reference; its result goes into the log."""
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise CheckError(
+            f"the CPU reference did not finish within {timeout:.0f} s (see {work / 'cpu-reference.out'})"
+        ) from None
+    if rc != 0:
+        lines = (work / "cpu-reference.out").read_text(errors="replace").strip().splitlines() or ["no output"]
+        raise CheckError(f"the CPU reference failed: {lines[-1]}")
+    log["cpu_reference"] = json.loads((work / "cpu-reference.json").read_text())
+    return log["cpu_reference"]
+
+
+def reference_run(data_root: Path, work: Path, tiny: bool) -> dict:
+    """The CPU side of the comparison (``--reference``): fp32 fine-tuning of the same seed on the same
+    data with the same params, through the same stages."""
+    root = Path(__file__).resolve().parents[1]
+    work.mkdir(parents=True, exist_ok=True)
+    to_fp32(data_root / "model", work / "model-fp32")
+    params = check_params(root, work / "model-fp32", TINY if tiny else FULL, work)
+    load_stage("base_model", root).main(["--out", str(work / "models/baseline"), "--params", str(params)])
+    return {**finetune(root, data_root, work / "models/baseline", params, work), "environment": environment("cpu")}
+
+
 def check_imports(imported: set[str], wheels: list[str]) -> dict:
     """Every distribution the run imported is preinstalled on the node or among the folder's wheels."""
     unbrought = sorted(set(missing_on_node(imported)) - set(wheels))
@@ -771,6 +819,16 @@ def run_check(folder: Path, data_root: Path, work: Path, device: str, tiny: bool
     if not model.is_dir():
         to_fp32(data_root / "model", model)
     params = check_params(root, model, sizes, work)
+    reference = start_reference(folder, data_root, work, device, tiny)
+    try:
+        return run_steps(steps, root, data_root, work, params, device, tiny, manifest, reference)
+    finally:
+        if reference.poll() is None:  # a failed run does not leave the reference running
+            reference.kill()
+
+
+def run_steps(steps, root, data_root, work, params, device, tiny, manifest, reference):
+    log = steps.log
     ceiling = steps.run("ceiling", matmul_ceiling, device, tiny)
     steps.run(
         "base_model",
@@ -780,7 +838,7 @@ def run_check(folder: Path, data_root: Path, work: Path, device: str, tiny: bool
     pre = steps.run("pretrain", pretrain, root, data_root, params, work, ceiling["tflops"] if ceiling else float("nan"))
     tuned = steps.run("finetune", finetune, root, data_root, work / "models/baseline", params, work)
     if tuned is not None:
-        steps.run("scores", compare, tuned, manifest["cpu_reference"])
+        steps.run("scores", lambda: compare(tuned, reference_scores(reference, work, log, 900 if tiny else 300)))
         steps.run("serve", serve_throughput, data_root, work, device)
     if pre is not None and tuned is not None:
         steps.run("estimate", estimate, root, manifest["workload"], pre, tuned)
@@ -846,18 +904,12 @@ def prepare(folder: Path, mirror: Path, tiny: bool, wheels: bool) -> dict:
         # 0. wheels first: a missing one (or no network) fails before the slow part
         needed = missing_on_node(code_path_distributions())
         names = download_wheels(needed, out / "wheels") if wheels else []
-        # 1. model, converted; the reference trains from its fp32 upcast, as the node will
+        # 1. model, converted (the node upcasts it to fp32 for both its GPU run and its CPU reference)
         to_bf16(base_model_dir(sizes, tmp), tmp / "model")
-        to_fp32(tmp / "model", tmp / "model-fp32")
         # 2. data by the project's own code
         prep = prepare_data(mirror, sizes, tmp, staging)
         load = workload(prep["prepared"], tmp / "model", staging / "pairs")
-        # 3. the CPU reference: the same stages, params and data as the node will run, here in fp32
-        params = check_params(REPO, tmp / "model-fp32", sizes, tmp)
-        print("gpu_check --prepare: CPU reference fine-tuning ...", flush=True)
-        load_stage("base_model", REPO).main(["--out", str(tmp / "models/baseline"), "--params", str(params)])
-        reference = finetune(REPO, tmp, tmp / "models/baseline", params, tmp / "reference")
-        # 4. source and data, packed
+        # 3. source, data and model, packed
         with tarfile.open(out / "minisci.tar.gz", "w:gz") as tar:
             for rel in SOURCES:
                 tar.add(REPO / rel, arcname=rel, filter=lambda t: None if "__pycache__" in t.name else t)
@@ -876,7 +928,6 @@ def prepare(folder: Path, mirror: Path, tiny: bool, wheels: bool) -> dict:
             "optional_left_out": OPTIONAL,
             "wheels": names,
             "sizes": dataclasses.asdict(sizes),
-            "cpu_reference": {**reference, "environment": environment("cpu")},
             "workload": load,
             "prepare_seconds": round(time.perf_counter() - t0, 1),
         }
@@ -908,6 +959,7 @@ def parse(argv):
     p.add_argument("--data", help="the folder's unpacked data directory (run.sh passes it)")
     p.add_argument("--work", help="work directory for models and checkpoints (default: a temporary one)")
     p.add_argument("--log", help="the JSON log (default: gpu_check.json in the current directory)")
+    p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)  # the run's own CPU reference process
     args = p.parse_args(argv)
     if (args.prepare is None) == (args.folder is None):
         p.error("give either --prepare DIR or a prepared folder to run")
@@ -941,6 +993,11 @@ def main(argv: list[str] | None = None) -> int:
         work_ctx = contextlib.nullcontext(args.work) if args.work else tempfile.TemporaryDirectory(prefix="gpu-check-")
         with work_ctx as work:
             data_root = Path(args.data).parent if args.data else folder
+            if args.reference:
+                from minisci.io import write_json
+
+                write_json(args.log, reference_run(data_root, Path(work).resolve(), args.tiny))
+                return 0
             start = time.perf_counter()
             log, failed = run_check_at(folder, data_root, Path(work).resolve(), args.device, args.tiny)
             log["wall_seconds"] = round(time.perf_counter() - start, 1)
