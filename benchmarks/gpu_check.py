@@ -6,21 +6,22 @@
 
 ``--prepare`` builds, here, everything the node lacks: the wheels of the distributions the code path
 imports that the node's image does not have (:data:`NODE_PREINSTALLED`), minisci's source (``src/``,
-``stages/``, ``params.yaml``, this script), the base model rounded to bfloat16 (half the size of its
-fp32 ``model.safetensors``), a subset of BC5CDR and SciCite prepared by the project's own
-``prepare_data`` code, pretraining pairs made by the project's own ``sample_corpus`` and
-``make_pairs`` code at the paper profile's pair settings, and the CPU reference: one BC5CDR and one
-SciCite seed fine-tuned on this CPU in fp32 from the *same* bf16-rounded weights (upcast exactly to
-fp32) on the same subset, with the same params. It also counts the paper profile's whole workload
-(word pieces of every dataset it fine-tunes on, pretraining tokens) for the estimate.
+``stages/``, ``params.yaml``, this script), the base model rounded to bfloat16 and gzipped (a third
+of its fp32 ``model.safetensors``), a subset of BC5CDR and SciCite prepared by the project's own
+``prepare_data`` code, and pretraining pairs made by the project's own ``sample_corpus`` and
+``make_pairs`` code at the paper profile's pair settings. It also counts the paper profile's whole
+workload (word pieces of every dataset it fine-tunes on, pieces per pretraining pair) for the estimate.
 
 The run step, on the node, runs the stages' own ``main(argv)`` with the ``paper`` profile applied to
 ``params.yaml`` (plus a fixed step count and the subset): the bf16 matrix-product ceiling measured in
 the same run; pretraining (bf16 autocast, sparse MLM logits) with tokens/s and its share of that
-ceiling; fine-tuning of one seed per task with tokens/s, wall time and test scores against the CPU
+ceiling; fine-tuning of one seed per task with tokens/s, wall time and test scores against a CPU
 reference within :data:`TOLERANCE`; ``minisci ner``/``cite``/``index`` throughput; and the paper
-profile's estimated wall time from these rates. It writes one JSON log and exits 1 when a step
-fails or a score is out of tolerance (each failure one line; a bug keeps its traceback).
+profile's estimated wall time from these rates. The CPU reference is the same fine-tuning in fp32 on
+the node's own CPU, in a second process that runs while the GPU works: same script, stages, params,
+data, library versions and bf16-rounded weights upcast exactly to fp32, so the two differ only in
+device and bf16. It writes one JSON log and exits 1 when a step fails or a score is out of tolerance
+(each failure one line; a bug keeps its traceback).
 
 ``--device cpu --tiny`` is the dry run of the same code path (a tiny random BERT, the test
 fixtures' data, a few steps), which tests/test_gpu_check.py runs, so the check cannot rot while no
