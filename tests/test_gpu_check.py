@@ -1,0 +1,160 @@
+"""benchmarks/gpu_check.py: the parts (arguments, size accounting, the node's package closure, the
+bf16 carry, the params it runs, the tolerance, the estimate) fast, and the whole CPU dry run
+(``--prepare --tiny`` then ``--device cpu --tiny``) as a slow test, so the GPU check cannot rot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from conftest import REPO
+
+
+@pytest.fixture
+def gc(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import gpu_check
+
+    return gpu_check
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "give either --prepare DIR or a prepared folder"),
+        (["folder", "--prepare", "x"], "give either --prepare DIR or a prepared folder"),
+        (["--prepare", "x", "--log", "l.json"], "belong to the run, not to --prepare"),
+        (["folder", "--device", "tpu"], "invalid choice: 'tpu'"),
+    ],
+)
+def test_bad_arguments_are_one_usage_line(gc, capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        gc.main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_folder_without_manifest_is_one_line(gc, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gc.main([str(tmp_path), "--device", "cpu", "--tiny"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no manifest.json; build the folder with --prepare first" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_cuda_without_a_gpu_is_one_line(gc, tmp_path, capsys):
+    assert gc.main([str(tmp_path)]) == 1
+    assert "--device cuda: no CUDA device is visible; use --device cpu --tiny" in capsys.readouterr().err
+
+
+def test_folder_size_counts_every_file_and_refuses_over_the_limit(gc, tmp_path):
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "a.whl").write_bytes(b"x" * 2**20)
+    (tmp_path / "manifest.json").write_bytes(b"y" * 2**19)
+    mib, parts = gc.folder_size(tmp_path)
+    assert mib == 1.5 and parts == {"manifest.json": 0.5, "wheels": 1.0}
+    with open(tmp_path / "model.safetensors", "wb") as f:  # sparse: counted at its apparent size
+        f.truncate(gc.LIMIT_MIB * 2**20)
+    with pytest.raises(gc.CheckError, match=rf"MiB, over the {gc.LIMIT_MIB} MiB limit"):
+        gc.check_size(tmp_path)
+
+
+def test_node_closure_counts_dependencies_of_the_preinstalled_packages(gc):
+    closure = gc.installed_closure(gc.NODE_PREINSTALLED)
+    assert {"torch", "transformers", "huggingface-hub", "tokenizers", "numpy", "scipy"} <= closure
+    assert "dvc" not in closure and "seqeval" not in closure
+    assert gc.missing_on_node({"torch", "numpy", "seqeval", "datasets", "minisci"}) == ["datasets", "seqeval"]
+
+
+def test_bf16_carry_halves_the_weights_and_upcasts_exactly(gc, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    src = tmp_path / "src"
+    src.mkdir()
+    w = {"w": torch.randn(64, 64), "ids": torch.arange(4)}
+    save_file(w, src / "model.safetensors")
+    (src / "config.json").write_text("{}")
+    gc.to_bf16(src, tmp_path / "bf16")
+    gc.to_fp32(tmp_path / "bf16", tmp_path / "fp32")
+    back = load_file(tmp_path / "fp32" / "model.safetensors")
+    assert back["w"].dtype == torch.float32 and torch.equal(back["w"], w["w"].bfloat16().float())
+    assert torch.equal(back["ids"], w["ids"]) and (tmp_path / "fp32" / "config.json").is_file()
+    size = {d: (tmp_path / d / "model.safetensors").stat().st_size for d in ("bf16", "fp32")}
+    assert size["bf16"] < 0.6 * size["fp32"]
+
+
+def test_check_params_are_the_paper_profile_with_the_checks_own(gc, tmp_path):
+    from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, PretrainConfig, load_section
+
+    path = gc.check_params(REPO, tmp_path / "model", gc.FULL, tmp_path)
+    profile = gc.paper_profile()
+    pre = load_section(PretrainConfig, "pretrain", path)  # strict: every key known and valid
+    ner = load_section(FinetuneNerConfig, "finetune_ner", path)
+    cls = load_section(FinetuneClassificationConfig, "finetune_classification", path)
+    assert pre.batch_size == profile["pretrain.batch_size"] and pre.max_steps == gc.FULL.pretrain_steps
+    assert ner.batch_size == profile["finetune_ner.batch_size"] and ner.epochs == profile["finetune_ner.epochs"]
+    assert ner.datasets == ("bc5cdr",) and ner.seeds == (13,) and cls.datasets == ("scicite",)
+    assert yaml.safe_load(path.read_text())["model"]["base"] == str(tmp_path / "model")
+
+
+def test_scores_out_of_tolerance_fail_in_one_line(gc):
+    ref = {"finetune_ner": {"test": 0.80}, "finetune_classification": {"test": 0.70}}
+    ok = gc.compare({"finetune_ner": {"test": 0.79}, "finetune_classification": {"test": 0.72}}, ref)
+    assert ok["finetune_ner"]["ok"] and ok["finetune_classification"]["difference"] == 0.02
+    with pytest.raises(gc.CheckError, match=r"out of tolerance: finetune_ner test f1 0\.7000 vs CPU 0\.8000"):
+        gc.compare({"finetune_ner": {"test": 0.70}, "finetune_classification": {"test": 0.70}}, ref)
+
+
+def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
+    load = {
+        "pretrain_pieces_per_pair": 200.0,
+        "datasets": {"bc5cdr": {"section": "finetune_ner", "train": 1000, "dev": 10, "test": 10}},
+    }
+    out = gc.estimate(REPO, load, {"tokens_per_second": 1e6}, {"finetune_ner": {"tokens_per_second": 100.0}})
+    profile = gc.paper_profile()
+    pairs, epochs = profile["make_pairs.n_pairs"], profile["pretrain.epochs"]
+    assert out["seconds_by_stage"]["pretrain"] == round(pairs * epochs * 200 / 1e6, 1)
+    runs = 2 * len(profile["finetune_ner.seeds"])
+    assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == runs * 1000 * profile["finetune_ner.epochs"] / 100
+    assert out["total_seconds"] == round(sum(out["seconds_by_stage"].values()), 1)
+
+
+@pytest.mark.slow
+def test_cpu_dry_run_of_the_whole_check(gc, tmp_path, monkeypatch):
+    """The folder built offline (no wheels) and the run step on it: every step passes, the scores match
+    the folder's CPU reference, and every imported distribution is preinstalled on the node or a wheel."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "folder"
+    assert gc.main(["--prepare", str(folder), "--tiny"]) == 0
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["mib"] < gc.LIMIT_MIB and {"dvclive", "datasets", "evaluate", "seqeval"} <= set(
+        manifest["wheel_distributions"]
+    )
+    assert (folder / "run.sh").is_file() and os.path.getsize(folder / "minisci.tar.gz") > 0
+    # the run in a fresh interpreter, as on the node: its imports are the run's alone (not pytest's, not --prepare's)
+    cmd = [sys.executable, str(REPO / "benchmarks/gpu_check.py"), str(folder), "--device", "cpu", "--tiny"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    run = subprocess.run([*cmd, "--work", "w", "--log", "log.json"], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "gpu_check: ok" in run.stdout and "Traceback" not in run.stderr
+    log = json.loads((tmp_path / "log.json").read_text())
+    assert log["failed"] == [] and all(s["ok"] for s in log["steps"].values())
+    assert set(log["steps"]) == {
+        "ceiling",
+        "base_model",
+        "pretrain",
+        "finetune",
+        "scores",
+        "serve",
+        "estimate",
+        "imports",
+    }
+    assert all(v["ok"] for v in log["steps"]["scores"].values() if isinstance(v, dict))
+    assert log["steps"]["pretrain"]["precision"] == "fp32" and log["steps"]["estimate"]["total_seconds"] > 0
