@@ -69,7 +69,11 @@ TINY_OVERRIDES = {
     },
     "finetune_embeddings": {
         "n_train": 16,
-        "n_eval": 10,
+        "n_test_queries": 6,
+        "n_dev_queries": 4,
+        "n_candidates": 14,
+        "n_dev_candidates": 8,
+        "bootstrap_resamples": 200,
         "batch_size": 4,
         "max_length": 32,
         "eval_max_length": 64,
