@@ -14,13 +14,12 @@ import argparse
 import dataclasses
 import sys
 import tempfile
-from pathlib import Path
 
 from minisci.cards import eval_result, extend_card
 from minisci.config import FinetuneEmbeddingsConfig, load_section
 from minisci.finetune.embeddings import RETRIEVAL_FILE, run_finetune_embeddings, served_summary
-from minisci.report.retrieval import SHIPPED
 from minisci.io import atomic_path, write_json
+from minisci.report.retrieval import SHIPPED
 from minisci.stage import description, run_stage
 from minisci.training import write_curves
 
@@ -43,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         served = metrics["served"]
         with atomic_path(args.out) as out:
             model.save(str(out))
-            write_json(out / RETRIEVAL_FILE, {**served, "dev": metrics["dev"]})
+            write_json(out / RETRIEVAL_FILE, served)  # what `minisci index` serves by default
             # sentence-transformers wrote its own card (metadata, usage, architecture): keep it, add ours.
             extend_card(
                 out,
@@ -57,7 +56,9 @@ def main(argv: list[str] | None = None) -> None:
                 'model.encode(["kinase inhibitors in leukaemia"])  # the evaluated vectors up to '
                 f"{cfg.eval_max_length} word pieces\n# longer texts are windowed by: minisci index --model {args.out} ...",
                 results=[
-                    eval_result("sentence-similarity", f"minisci-retrieval-{kind}", k, per[served["encoder"]][k], "test")
+                    eval_result(
+                        "sentence-similarity", f"minisci-retrieval-{kind}", k, per[served["encoder"]][k], "test"
+                    )
                     for kind, per in metrics["test"].items()
                     for k in ("mrr_at_10", "recall_at_1", "recall_at_10")
                 ],

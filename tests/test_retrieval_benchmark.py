@@ -23,7 +23,9 @@ from minisci.report.retrieval import compare
 
 
 def tiny_cfg(**overrides) -> FinetuneEmbeddingsConfig:
-    return from_dict(FinetuneEmbeddingsConfig, {**tiny_params()["finetune_embeddings"], **overrides}, "finetune_embeddings")
+    return from_dict(
+        FinetuneEmbeddingsConfig, {**tiny_params()["finetune_embeddings"], **overrides}, "finetune_embeddings"
+    )
 
 
 def pool_rows() -> list[dict]:
@@ -72,7 +74,9 @@ def test_ranks_count_ties_against_the_relevant_document():
     ranks = relevant_ranks(scores, np.array([0, 1, 2]))
     assert ranks.tolist() == [1, 3, 3]
     m = rank_metrics(ranks)
-    assert m["recall_at_1"] == pytest.approx(1 / 3, abs=1e-4) and m["mrr_at_10"] == pytest.approx((1 + 2 / 3) / 3, abs=1e-4)
+    assert m["recall_at_1"] == pytest.approx(1 / 3, abs=1e-4) and m["mrr_at_10"] == pytest.approx(
+        (1 + 2 / 3) / 3, abs=1e-4
+    )
 
 
 @pytest.mark.parametrize(

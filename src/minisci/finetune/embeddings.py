@@ -26,8 +26,8 @@ from minisci.finetune.retrieval_benchmark import (
     reciprocal_ranks,
     relevant_ranks,
 )
+from minisci.lexical import Bm25, fuse
 from minisci.report.retrieval import SHIPPED, mrr_interval, retrieval_verdicts
-from minisci.serve.hybrid import Bm25, fuse
 from minisci.training import check_lengths, quiet_load_reports, run_environment, training_arguments
 
 # every comparison of the report: (a, b) reads "b vs a"; the shipped model is the baseline

@@ -158,7 +158,7 @@ def pair_training_examples(bench: Benchmark, n_train: int, hard_negatives: bool,
     order. The hard negative is BM25's best-scoring *other* training abstract for the title: a
     document that shares the title's words but is not its paper, which in-batch negatives (random
     abstracts) almost never are."""
-    from minisci.serve.hybrid import Bm25
+    from minisci.lexical import Bm25
 
     docs = list(bench.train)
     random.Random(seed).shuffle(docs)

@@ -4,7 +4,7 @@ BM25 with a dense encoder's ranking.
 Why a lexical peer at all: on the retrieval benchmark (``finetune_embeddings``) plain keyword
 search finds a document from one of its own sentences far better than any of our dense models,
 and a fused ranking keeps most of both. The same functions score the benchmark and serve
-``minisci search``, so the served retriever is the measured one.
+``minisci search`` (shared, like :mod:`minisci.encoding`), so the served retriever is the measured one.
 
 Reciprocal rank fusion (Cormack et al., 2009): a document's fused score is the sum over retrievers
 of 1 / (``RRF_K`` + its rank). It needs no score calibration between cosine and BM25.
