@@ -77,7 +77,7 @@ def test_index_prints_the_encoder_it_uses(tiny_model_dir, tmp_path, capsys):
 def test_a_copied_index_refuses_another_encoder_of_the_same_dimension(tiny_model_dir, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(tiny_model_dir, a / "models/embeddings")
-    build_index(a / "models/embeddings", read_collection(PAPERS), a / "index")
+    build_index(a / "models/embeddings", read_collection(PAPERS)[:5], a / "index")
     other_model(tiny_model_dir, b / "models/embeddings")
     shutil.copytree(a / "index", b / "index")  # relative path ../models/embeddings finds b's model
     query = "antibiotic resistance"
@@ -104,11 +104,13 @@ def test_saved_model_encode_equals_index_and_stage_vectors(tiny_model_dir, tmp_p
     from minisci.finetune.embeddings import sentence_model
 
     base = tmp_path / "base"  # the tiny model with room for whole fixture abstracts in one window
-    config = BertConfig(**{**AutoModel.from_pretrained(tiny_model_dir).config.to_dict(), "max_position_embeddings": 512})
+    config = BertConfig(
+        **{**AutoModel.from_pretrained(tiny_model_dir).config.to_dict(), "max_position_embeddings": 512}
+    )
     AutoModel.from_config(config).save_pretrained(base)
     AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(base)
     sentence_model(base, 512).save(str(tmp_path / "st"))
-    docs = read_collection(PAPERS)
+    docs = read_collection(PAPERS)[:8]  # 123 to 434 word pieces: beyond the training length, within one window
     texts = [d["_text"] for d in docs]
     build_index(tmp_path / "st", docs, tmp_path / "idx", max_length=512)
     index_vecs = np.load(tmp_path / "idx/embeddings.npy")
@@ -117,3 +119,16 @@ def test_saved_model_encode_equals_index_and_stage_vectors(tiny_model_dir, tmp_p
     for a, b in ((encoded, index_vecs), (stage_vecs, index_vecs)):
         cos = np.sum(a * b, axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
         assert cos.min() >= 0.999
+
+
+def test_author_holdout_finds_authors_by_their_other_papers():
+    from minisci.serve.search import author_holdout
+
+    topics = np.eye(3, dtype=np.float32)
+    docs = [{"id": str(i), "authors": [f"author{i % 3}"]} for i in range(9)] + [{"id": "x", "authors": ["solo"]}]
+    vecs = np.stack([topics[i % 3] for i in range(9)] + [topics[0]])
+    out = author_holdout(vecs, docs, k=1)
+    assert out == {"authors": 3, "single_paper_authors": 1, "k": 1, "found_in_top_k": 1.0, "chance": 0.25}
+    moved = vecs.copy()
+    moved[6:9] = topics[[1, 2, 0]]  # each author's latest paper is on another author's topic
+    assert author_holdout(moved, docs, k=1)["found_in_top_k"] == 0.0

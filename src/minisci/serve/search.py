@@ -464,3 +464,35 @@ def why_no_reviewers(docs: list[dict]) -> tuple[str, str]:
     if not any(d.get("authors") for d in docs):
         return "index", "no document in the index has authors; build it from documents with an 'authors' list"
     return "exclude", "every author in the index is excluded"
+
+
+def author_holdout(vecs: np.ndarray, docs: list[dict], k: int = 3) -> dict:
+    """How well :func:`rank_authors` recommends an author for their own next paper: each author's
+    latest paper (the last in collection order: collections carry no dates) is taken out of the
+    collection and used as the query, and the author counts as found when ranked among the top ``k``
+    by their other papers. Authors with one paper only cannot be found and are left out.
+    ``chance``: the top-``k`` rate of a random ranking of the candidate authors."""
+    check_k(k)
+    latest: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        for a in d.get("authors", []):
+            latest[a] = i
+    counts = defaultdict(int)
+    for d in docs:
+        for a in d.get("authors", []):
+            counts[a] += 1
+    found, chance = [], []
+    for author, i in sorted(latest.items()):
+        if counts[author] < 2:
+            continue
+        keep = [j for j in range(len(docs)) if j != i]
+        ranked = rank_authors(vecs[keep] @ vecs[i], [docs[j] for j in keep], k=len(latest))
+        found.append(author in {r["author"] for r in ranked[:k]})
+        chance.append(min(1.0, k / len(ranked)))
+    return {
+        "authors": len(found),
+        "single_paper_authors": len(latest) - len(found),
+        "k": k,
+        "found_in_top_k": round(float(np.mean(found)), 4) if found else None,
+        "chance": round(float(np.mean(chance)), 4) if chance else None,
+    }
