@@ -129,3 +129,33 @@ def test_default_params_search_thousands_of_documents():
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_embeddings"]
     assert params["n_candidates"] >= 2000 and params["encoder"] == "auto"
+
+
+@pytest.mark.slow
+def test_stage_runs_on_the_fixture_pool_and_saves_the_encoder_better_on_dev(tiny_model_dir, sampled, tmp_path):
+    import sys
+
+    import yaml
+
+    from minisci.report.retrieval import report_rows
+
+    sys.path.insert(0, str(REPO / "stages"))
+    import finetune_embeddings
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    out, metrics = tmp_path / "embeddings", tmp_path / "m.json"
+    argv = ["--data", str(FIXTURE_MIRROR), "--docs", str(sampled[0]), "--adapted", str(tiny_model_dir)]
+    argv += ["--baseline", str(tiny_model_dir), "--out", str(out), "--metrics", str(metrics)]
+    finetune_embeddings.main([*argv, "--plots", str(tmp_path / "plots"), "--params", str(tmp_path / "params.yaml")])
+    m = json.loads(metrics.read_text())
+    served = json.loads((out / "retrieval.json").read_text())
+    assert served["encoder"] in ("shipped", "finetuned") and served["retriever"] in ("dense", "bm25", "hybrid")
+    assert m["benchmark"]["candidates"] == 14 and set(m["test"]) == {"title", "sentence"}
+    assert set(m["verdicts"]["title"]) == {
+        "finetuned vs shipped",
+        "bm25 vs shipped",
+        "hybrid vs shipped",
+        "hybrid vs bm25",
+    }
+    assert (out / "modules.json").is_file() and (out / "2_Normalize").is_dir()
+    assert any("the shipped model is better" in line.lower() or "is served" in line for line in report_rows(m, "x"))
