@@ -335,9 +335,9 @@ def encoder_of(index_dir, info: dict, model: str | Path | None = None) -> Path:
 def load_query_encoder(index_dir, info: dict, vecs: np.ndarray, model=None, precision=None, device: str = "cpu"):
     """(encoder, tokenizer) for queries to an index, checked to give the index's dimension."""
     path = encoder_of(index_dir, info, model)
-    check_same_encoder(index_dir, info, path)
     encoder = load_encoder(path, precision or info.get("precision", "fp32"), device)
-    check_dimension(index_dir, vecs, encoder[0], path)
+    check_dimension(index_dir, vecs, encoder[0], path)  # the plainer message where it applies
+    check_same_encoder(index_dir, info, path)
     return encoder
 
 
