@@ -69,7 +69,11 @@ TINY_OVERRIDES = {
     },
     "finetune_embeddings": {
         "n_train": 16,
-        "n_eval": 10,
+        "n_test_queries": 6,
+        "n_dev_queries": 4,
+        "n_candidates": 14,
+        "n_dev_candidates": 8,
+        "bootstrap_resamples": 200,
         "batch_size": 4,
         "max_length": 32,
         "eval_max_length": 64,
@@ -330,3 +334,37 @@ def tiny_finetuned(tmp_path_factory, tiny_model_dir) -> dict:
         r.tokenizer.save_pretrained(root / name)
         out[name] = root / name
     return out
+
+
+def synthetic_embeddings_metrics() -> dict:
+    """metrics/finetune_embeddings.json as the stage writes it, with made-up numbers."""
+    row = {"mrr_at_10": 0.9, "recall_at_1": 0.8, "recall_at_10": 0.99, "queries": 30, "ci_low": 0.85, "ci_high": 0.95}
+    verdict = {
+        "difference": -0.01,
+        "ci_low": -0.02,
+        "ci_high": -0.001,
+        "p_value": 0.03,
+        "p_equivalence": 0.4,
+        "margin": 0.01,
+        "examples": 30,
+        "mde": 0.02,
+        "verdict": "worse",
+    }
+    systems = ("shipped", "finetuned", "bm25", "hybrid")
+    pairs = ("finetuned vs shipped", "bm25 vs shipped", "hybrid vs shipped", "hybrid vs bm25")
+    return {
+        "benchmark": {"candidates": 2000, "query_documents": 30, "dev_candidates": 400, "dev_query_documents": 10},
+        "start_encoder": "baseline",
+        "start_encoder_dev_mrr": {"baseline": 0.9, "adapted": 0.8},
+        "train_pairs": 100,
+        "hard_negatives": True,
+        "dev": {"shipped": 0.9, "finetuned": 0.88, "bm25": 0.85, "hybrid": 0.93},
+        "served": {
+            "encoder": "shipped",
+            "retriever": "hybrid",
+            "dev_mrr": {"dense": 0.9, "bm25": 0.85, "hybrid": 0.93},
+        },
+        "test": {kind: {s: dict(row) for s in systems} for kind in ("title", "sentence")},
+        "verdicts": {kind: {p: dict(verdict) for p in pairs} for kind in ("title", "sentence")},
+        "wall_seconds": 1.0,
+    }

@@ -206,6 +206,38 @@ def other_dimension_model(a, t):
     return search_argv(a["root"] / "index", "--model", str(t / "wide"))
 
 
+def same_size_model(a, t, name: str = "other") -> Path:
+    """Another random encoder of the index's size and dimension (its scores would be meaningless)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    return save(
+        BertModel(BertConfig.from_pretrained(a["encoder"])), AutoTokenizer.from_pretrained(a["encoder"]), t / name
+    )
+
+
+def other_same_size_model(a, t):
+    return search_argv(a["root"] / "index", "--model", str(same_size_model(a, t)))
+
+
+def copied_index_finds_another_encoder(a, t):  # the relative path leads to another project's model
+    idx = index_copy(a, t)
+    same_size_model(a, t)
+    edit_json(idx / "index.json", encoder="../other", model=str(t / "gone"))
+    return search_argv(idx)
+
+
+def hybrid_index_without_bm25(a, t):
+    idx = index_copy(a, t)
+    edit_json(idx / "index.json", retriever="hybrid")
+    return search_argv(idx)
+
+
+def unknown_retriever(a, t):
+    idx = index_copy(a, t)
+    edit_json(idx / "index.json", retriever="magic")
+    return search_argv(idx)
+
+
 def encoder_gone(a, t):  # an index whose encoder was deleted or never copied along
     idx = index_copy(a, t)
     edit_json(idx / "index.json", encoder="../nowhere", model=str(t / "nowhere"))
@@ -279,6 +311,10 @@ CASES = [
     ("--stride as long as a window", lambda a, t: ["ner", "--model", str(a["ner"]), "--stride", "62", "x"], 1, r"--stride 62: must be between 0 and 61 \(a window of .*ner holds 62 word pieces"),
     ("--stride -1", lambda a, t: ["ner", "--model", "m", "--stride", "-1", "x"], 2, r"argument --stride: must be >= 0, got -1"),
     ("search --model of another dimension", other_dimension_model, 1, r"embeddings have dimension 32, the model .*wide gives 48"),
+    ("search --model of the same size, another model", other_same_size_model, 1, r"index: built with another encoder than .*other \(content sha256 [0-9a-f]{12} recorded, [0-9a-f]{12} found\); pass the index's own encoder with --model, or rebuild"),
+    ("a copied index finds another encoder", copied_index_finds_another_encoder, 1, r"idx: built with another encoder than .*idx/../other \(content sha256"),
+    ("hybrid index without its BM25", hybrid_index_without_bm25, 1, r"idx/bm25: missing; the index's retriever is hybrid; rebuild the index"),
+    ("index.json with an unknown retriever", unknown_retriever, 1, r"index.json: unknown retriever 'magic'; expected one of \['dense', 'bm25', 'hybrid'\]"),
     ("search, the encoder gone", encoder_gone, 1, r"idx: the encoder it was built with is not found \(.*\); pass the same encoder with --model"),
     ("demo --port -1", lambda a, t: ["demo", "--port", "-1"], 2, r"argument --port: must be >= 1, got -1"),
     ("demo --port 70000", lambda a, t: ["demo", "--port", "70000"], 2, r"argument --port: must be <= 65535, got 70000"),

@@ -90,8 +90,9 @@ def test_closure_follows_imports_inside_functions_and_submodules(tmp_path):
 
 
 def test_embedding_training_does_not_depend_on_pair_generation_or_serving():
+    # corpus.py is in: the retrieval benchmark deduplicates the pool and orders it as the sample does
     files = closure("stages/finetune_embeddings.py")
-    assert "src/minisci/data/pairs.py" not in files and "src/minisci/data/corpus.py" not in files
+    assert "src/minisci/data/pairs.py" not in files
     assert not [p for p in files if "serve/" in p]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, synthetic_embeddings_metrics
 
 from minisci.config import ExportMetricsConfig
 from minisci.metrics.classification_f1 import classification_scores
@@ -147,13 +147,7 @@ def synthetic_run(root: Path, ner_name: str = "toyner", cls_name: str = "toycls"
     )
     for name in ("sample_corpus", "make_pairs"):
         _write(metrics / f"{name}.json", json.dumps({"wall_seconds": 1.0}))
-    emb = {
-        m: {"mrr_at_10": 0.9, "recall_at_1": 0.8, "recall_at_10": 0.99} for m in ("baseline", "encoder", "finetuned")
-    }
-    _write(
-        metrics / "finetune_embeddings.json",
-        json.dumps({**emb, "encoder_dir": "models/adapted", "eval_pairs": 30, "train_pairs": 100}),
-    )
+    _write(metrics / "finetune_embeddings.json", json.dumps(synthetic_embeddings_metrics()))
     _write(plots / "pretrain/plots/metrics/loss.tsv", "step\tloss\n1\t9.0\n2\t8.0\n")
     runs = {"ner": [ner_name], "classification": [cls_name]}
     return export.collect(metrics, models, CFG, runs, {}, prepared, "my-org/my-encoder")

@@ -5,7 +5,7 @@ import re
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, synthetic_embeddings_metrics
 
 from minisci.report.export import summary
 
@@ -39,10 +39,7 @@ def synthetic_data(seeds: int) -> dict:
             "train": {"tokens_seen": 1000, "tokens_per_second": 1400.0},
             "wall_seconds": 600.0,
         },
-        "embeddings": {
-            m: {"mrr_at_10": 0.9, "recall_at_1": 0.8, "recall_at_10": 0.99}
-            for m in ("baseline", "encoder", "finetuned")
-        },
+        "embeddings": synthetic_embeddings_metrics(),
     }
 
 

@@ -371,7 +371,11 @@ class FinetuneClassificationConfig(_FinetuneConfig):
 class FinetuneEmbeddingsConfig:
     encoder: str
     n_train: int
-    n_eval: int
+    hard_negatives: bool
+    n_test_queries: int
+    n_dev_queries: int
+    n_candidates: int
+    n_dev_candidates: int
     epochs: float
     batch_size: int
     learning_rate: float
@@ -380,14 +384,26 @@ class FinetuneEmbeddingsConfig:
     scale: float
     eval_batch_size: int
     eval_max_length: int
+    equivalence_margin: float
+    bootstrap_resamples: int
     precision: str
     logging_steps: int
     seed: int
 
     def __post_init__(self) -> None:
         s = "finetune_embeddings"
-        _check(self.encoder in ("baseline", "adapted"), s, "encoder must be baseline or adapted")
-        _check(self.n_train > 0 and self.n_eval >= 10, s, "n_train must be > 0 and n_eval >= 10")
+        _check(self.encoder in ("auto", "baseline", "adapted"), s, "encoder must be auto, baseline or adapted")
+        _check(self.n_train >= 2, s, "n_train must be >= 2")
+        _check(
+            self.n_test_queries >= 2 and self.n_dev_queries >= 2,
+            s,
+            "n_test_queries and n_dev_queries must be >= 2",
+        )
+        _check(
+            self.n_candidates > self.n_test_queries and self.n_dev_candidates > self.n_dev_queries,
+            s,
+            "n_candidates must exceed n_test_queries and n_dev_candidates n_dev_queries (distractors)",
+        )
         _check(
             self.epochs > 0 and self.batch_size >= 2, s, "epochs must be > 0 and batch_size >= 2 (in-batch negatives)"
         )
@@ -397,6 +413,11 @@ class FinetuneEmbeddingsConfig:
             self.scale > 0 and self.eval_batch_size > 0 and self.logging_steps > 0,
             s,
             "scale, eval_batch_size, logging_steps must be > 0",
+        )
+        _check(
+            0 < self.equivalence_margin < 1 and self.bootstrap_resamples >= 100,
+            s,
+            "equivalence_margin must be in (0, 1) and bootstrap_resamples >= 100",
         )
         _check(self.precision in PRECISIONS, s, f"precision must be one of {PRECISIONS}")
 

@@ -1,86 +1,74 @@
 """The ``finetune_embeddings`` stage: contrastive fine-tuning of an encoder into a sentence-embedding
-model (sentence-transformers, mean pooling, MultipleNegativesRankingLoss with in-batch negatives)
-on title <-> abstract pairs mined from the sampled corpus without any labels, and retrieval
-evaluation (title -> abstract among held-out documents: MRR@10, recall@1, recall@10) for the
-shipped baseline, the input encoder and the fine-tuned model."""
+model (sentence-transformers, mean pooling, MultipleNegativesRankingLoss with in-batch and BM25
+hard negatives) on title <-> abstract pairs mined from the pool without any labels, measured on the
+retrieval benchmark of :mod:`minisci.finetune.retrieval_benchmark` against the base model as
+shipped, BM25 and their fusion; the stage saves whichever encoder is better on dev.
+
+Phases: 1. benchmark; 2. the starting encoder (``encoder: auto``: the better dev MRR@10 of the
+shipped and the adapted encoder); 3. training; 4. dev: which encoder and retriever to serve;
+5. test: scores, intervals and verdicts (:mod:`minisci.report.retrieval`)."""
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 
 import numpy as np
 
 from minisci.config import FinetuneEmbeddingsConfig
-from minisci.data.readers import POOLS, load_pool, read_documents
 from minisci.encoding import embed, load_encoder
-from minisci.errors import MinisciError
+from minisci.finetune.retrieval_benchmark import (
+    QUERY_KINDS,
+    Split,
+    build_benchmark,
+    pair_training_examples,
+    rank_metrics,
+    reciprocal_ranks,
+    relevant_ranks,
+)
+from minisci.lexical import Bm25, fuse
 from minisci.progress import use_stage_progress
+from minisci.report.retrieval import SHIPPED, mrr_interval, retrieval_verdicts
 from minisci.training import check_lengths, quiet_load_reports, run_environment, training_arguments
 
-
-def title_abstract_pairs(raw_dir: str | Path, documents: str | Path) -> list[dict]:
-    """(title, abstract) of every sampled document that has a separate title (no labels needed).
-    Only documents of the contamination-guarded sample are used."""
-    sampled = {d["id"] for d in read_documents(documents)}
-    pairs = []
-    for domain, rel in POOLS.items():
-        for d in load_pool(Path(raw_dir) / rel, domain):
-            title, text = " ".join(d.title.split()), " ".join(d.text.split())
-            if d.id in sampled and d.kind == "abstract" and len(title.split()) >= 4 and len(text.split()) >= 30:
-                pairs.append({"id": d.id, "anchor": title, "positive": text})
-    return sorted(pairs, key=lambda p: p["id"])
+# every comparison of the report: (a, b) reads "b vs a"; the shipped model is the baseline
+COMPARISONS = ((SHIPPED, "finetuned"), (SHIPPED, "bm25"), (SHIPPED, "hybrid"), ("bm25", "hybrid"))
+RETRIEVAL_FILE = "retrieval.json"  # beside the saved model: what the stage measured and serves
 
 
-def split_pairs(pairs: list[dict], cfg: FinetuneEmbeddingsConfig) -> tuple[list[dict], list[dict]]:
-    need = cfg.n_eval + 1
-    if len(pairs) < need:
-        raise MinisciError(
-            f"finetune_embeddings: only {len(pairs)} title/abstract pairs; need more than n_eval={cfg.n_eval}"
+def sentence_model(model_dir, max_seq_length: int):
+    """A SentenceTransformer of mean pooling and unit length over ``model_dir``: what minisci's
+    :func:`~minisci.encoding.embed` computes for a text of up to ``max_seq_length`` pieces, so that
+    ``SentenceTransformer(saved).encode`` gives the vectors the stage evaluated (a longer text is cut by
+    ``encode`` and windowed by minisci)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    word = Transformer(str(model_dir), max_seq_length=max_seq_length)
+    pooling = Pooling(word.get_embedding_dimension(), pooling_mode="mean")
+    return SentenceTransformer(modules=[word, pooling, Normalize()], device="cpu")
+
+
+def served_summary(served: str, start: str) -> str:
+    """The card's one-line summary of what models/embeddings holds."""
+    if served == SHIPPED:
+        return (
+            "The base model as shipped (mean pooling, unit length): on the dev queries of minisci's retrieval "
+            f"benchmark it beat the model fine-tuned from {start}, so minisci serves it."
         )
-    order = list(range(len(pairs)))
-    random.Random(cfg.seed).shuffle(order)
-    held = [pairs[i] for i in order[: cfg.n_eval]]
-    train = [pairs[i] for i in order[cfg.n_eval : cfg.n_eval + cfg.n_train]]
-    return train, held
-
-
-def retrieval_metrics(query_vecs: np.ndarray, doc_vecs: np.ndarray) -> dict:
-    """Query i's relevant document is document i. MRR@10, recall@1, recall@10."""
-    scores = query_vecs @ doc_vecs.T
-    rank = (scores > np.diag(scores)[:, None]).sum(1) + 1  # 1-based rank of the relevant document
-    return {
-        "mrr_at_10": round(float(np.mean(np.where(rank <= 10, 1.0 / rank, 0.0))), 4),
-        "recall_at_1": round(float(np.mean(rank <= 1)), 4),
-        "recall_at_10": round(float(np.mean(rank <= 10)), 4),
-        "queries": len(rank),
-    }
-
-
-def evaluate_encoder(model_dir: str | Path, held: list[dict], cfg: FinetuneEmbeddingsConfig) -> dict:
-    model, tok = load_encoder(model_dir)
-    q = embed(model, tok, [p["anchor"] for p in held], cfg.eval_batch_size, cfg.eval_max_length)
-    d = embed(model, tok, [p["positive"] for p in held], cfg.eval_batch_size, cfg.eval_max_length)
-    return retrieval_metrics(q, d)
+    return (
+        f"Sentence-transformers model (mean pooling, unit length) fine-tuned from {start} with in-batch and BM25 "
+        "hard negatives (MultipleNegativesRankingLoss) on title <-> abstract pairs of the pool."
+    )
 
 
 def train_embeddings(model_dir: str | Path, train: list[dict], cfg: FinetuneEmbeddingsConfig, work_dir: str | Path):
     import datasets
-    from sentence_transformers import (
-        SentenceTransformer,
-        SentenceTransformerTrainer,
-        SentenceTransformerTrainingArguments,
-        losses,
-    )
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
     from sentence_transformers.training_args import BatchSamplers
 
     # Mean pooling over a plain Hugging Face encoder (our adapted model has no sentence-transformers config).
-    word = Transformer(str(model_dir), max_seq_length=cfg.max_length)
-    model = SentenceTransformer(
-        modules=[word, Pooling(word.get_embedding_dimension(), pooling_mode="mean")], device="cpu"
-    )
+    model = sentence_model(model_dir, cfg.max_length)
     args = training_arguments(
         work_dir,
         seed=cfg.seed,
@@ -96,19 +84,19 @@ def train_embeddings(model_dir: str | Path, train: list[dict], cfg: FinetuneEmbe
         batch_sampler=BatchSamplers.NO_DUPLICATES,  # a duplicate in the batch would be a false negative
         include_num_input_tokens_seen="no",  # cannot find a SentenceTransformer's input; would warn every step
     )
-    ds = datasets.Dataset.from_dict(
-        {"anchor": [p["anchor"] for p in train], "positive": [p["positive"] for p in train]}
-    )
+    columns = ("anchor", "positive", "negative") if "negative" in train[0] else ("anchor", "positive")
+    ds = datasets.Dataset.from_dict({c: [p[c] for p in train] for c in columns})
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=ds, loss=losses.MultipleNegativesRankingLoss(model, scale=cfg.scale)
     )
     use_stage_progress(trainer, "embeddings fine-tuning").train()
+    model[0].max_seq_length = cfg.eval_max_length  # saved for use: encode as the stage evaluates
     return model, trainer.state.log_history
 
 
-def check_encoder_lengths(encoder_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig) -> None:
-    """The lengths against each model's positions, before any work: the encoder trains at
-    ``max_length`` and is scored at ``eval_max_length``, the baseline is only scored."""
+def check_encoder_lengths(adapted_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig) -> None:
+    """The lengths against each model's positions, before any work: either encoder may be the
+    starting one, which trains at ``max_length`` and is scored at ``eval_max_length``."""
     from transformers import AutoConfig
 
     quiet_load_reports()
@@ -116,31 +104,122 @@ def check_encoder_lengths(encoder_dir, baseline_dir, cfg: FinetuneEmbeddingsConf
         "finetune_embeddings.max_length": cfg.max_length,
         "finetune_embeddings.eval_max_length": cfg.eval_max_length,
     }
-    for model_dir, keys in ((encoder_dir, lengths), (baseline_dir, {k: v for k, v in lengths.items() if "eval" in k})):
+    for model_dir, keys in ((adapted_dir, lengths), (baseline_dir, lengths)):
         check_lengths(
             AutoConfig.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False), keys, model_dir
         )
 
 
-def run_finetune_embeddings(raw_dir, documents, encoder_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig, work_dir):
+# scoring ---------------------------------------------------------------------------------------------------
+
+
+def dense_scores(model_dir, split: Split, cfg: FinetuneEmbeddingsConfig) -> dict[str, np.ndarray]:
+    """Per query kind, cosine scores [queries, candidates] of an encoder (windowed as `minisci index`)."""
+    quiet_load_reports()
+    model, tok = load_encoder(model_dir)
+    docs = embed(model, tok, [c["text"] for c in split.candidates], cfg.eval_batch_size, cfg.eval_max_length)
+    out = {}
+    for kind, queries in split.queries.items():
+        if not queries:  # no abstract had a long enough second-half sentence (tiny collections)
+            continue
+        q = embed(model, tok, [text for text, _ in queries], cfg.eval_batch_size, cfg.eval_max_length)
+        out[kind] = q @ docs.T
+    return out
+
+
+def bm25_scores(split: Split) -> dict[str, np.ndarray]:
+    bm25 = Bm25.build([c["text"] for c in split.candidates])
+    return {kind: np.stack([bm25.scores(text) for text, _ in qs]) for kind, qs in split.queries.items() if qs}
+
+
+def split_ranks(split: Split, scores: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {kind: relevant_ranks(s, np.array([i for _, i in split.queries[kind]])) for kind, s in scores.items()}
+
+
+def dev_mrr(split: Split, scores: dict[str, np.ndarray]) -> float:
+    """Mean over query kinds of MRR@10: one number to choose by."""
+    return round(float(np.mean([rank_metrics(r)["mrr_at_10"] for r in split_ranks(split, scores).values()])), 4)
+
+
+def choose_start(dev_mrrs: dict[str, float], setting: str) -> str:
+    """The starting encoder: the one named in params, or with ``auto`` the better dev MRR@10
+    (the shipped baseline on a tie: it is the one users already have)."""
+    if setting != "auto":
+        return setting
+    return max(("baseline", "adapted"), key=lambda k: (dev_mrrs[k], k == "baseline"))
+
+
+def choose_retriever(dev: dict[str, float]) -> str:
+    """The best of dense, bm25 and hybrid on dev; ties go to the simpler (dense, then bm25)."""
+    return max(("dense", "bm25", "hybrid"), key=lambda k: (dev[k], -("dense", "bm25", "hybrid").index(k)))
+
+
+def test_results(split: Split, scores: dict[str, dict[str, np.ndarray]], cfg) -> tuple[dict, dict]:
+    """Per query kind and system: MRR@10 (with its interval), recall@1, recall@10; and the verdicts."""
+    table, terms = {}, {}
+    for kind in (k for k in QUERY_KINDS if k in scores[SHIPPED]):
+        table[kind], terms[kind] = {}, {}
+        for system, per_kind in scores.items():
+            ranks = split_ranks(split, {kind: per_kind[kind]})[kind]
+            terms[kind][system] = reciprocal_ranks(ranks)
+            low, high = mrr_interval(terms[kind][system], cfg.bootstrap_resamples, cfg.seed)
+            table[kind][system] = {**rank_metrics(ranks), "ci_low": low, "ci_high": high}
+    verdicts = retrieval_verdicts(terms, COMPARISONS, cfg.equivalence_margin, cfg.bootstrap_resamples, cfg.seed)
+    return table, verdicts
+
+
+def run_finetune_embeddings(raw_dir, documents, adapted_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig, work_dir):
+    """Returns the served model (a SentenceTransformer), the metrics and the training log."""
     start = time.perf_counter()
-    check_encoder_lengths(encoder_dir, baseline_dir, cfg)
-    # 1. pairs mined from the corpus; 2. held-out split
-    train, held = split_pairs(title_abstract_pairs(raw_dir, documents), cfg)
-    # 3. contrastive fine-tuning
-    model, history = train_embeddings(encoder_dir, train, cfg, work_dir)
-    tuned_dir = Path(work_dir) / "model"
-    model.save(str(tuned_dir))
-    # 4. retrieval before and after (and the shipped baseline for reference)
-    metrics = {
-        "baseline": evaluate_encoder(baseline_dir, held, cfg),
-        "encoder": evaluate_encoder(encoder_dir, held, cfg),
-        "finetuned": evaluate_encoder(tuned_dir, held, cfg),
-        "train_pairs": len(train),
-        "eval_pairs": len(held),
-        "encoder_dir": str(encoder_dir),
+    check_encoder_lengths(adapted_dir, baseline_dir, cfg)
+    encoders = {"baseline": Path(baseline_dir), "adapted": Path(adapted_dir)}
+    # 1. the benchmark, and BM25 on both splits (cheap)
+    bench = build_benchmark(raw_dir, documents, cfg)
+    dev_bm25, test_bm25 = bm25_scores(bench.dev), bm25_scores(bench.test)
+    # 2. the starting encoder; the baseline is the shipped model, scored on dev in any case
+    dev_scores = {SHIPPED: dense_scores(baseline_dir, bench.dev, cfg)}
+    start_dev = {"baseline": dev_mrr(bench.dev, dev_scores[SHIPPED])}
+    if cfg.encoder in ("auto", "adapted"):
+        start_dev["adapted"] = dev_mrr(bench.dev, dense_scores(adapted_dir, bench.dev, cfg))
+    start_encoder = choose_start(start_dev, cfg.encoder)
+    # 3. contrastive training from it
+    pairs = pair_training_examples(bench, cfg.n_train, cfg.hard_negatives, cfg.seed)
+    tuned, history = train_embeddings(encoders[start_encoder], pairs, cfg, work_dir)
+    tuned_dir = Path(work_dir) / "finetuned"
+    tuned.save(str(tuned_dir))
+    # 4. dev: the encoder to serve (fine-tuned only if it beats the shipped model), then the retriever
+    dev_scores["finetuned"] = dense_scores(tuned_dir, bench.dev, cfg)
+    dev = {name: dev_mrr(bench.dev, s) for name, s in dev_scores.items()}
+    served = "finetuned" if dev["finetuned"] > dev[SHIPPED] else SHIPPED
+    dev_retrievers = {
+        "dense": dev[served],
+        "bm25": dev_mrr(bench.dev, dev_bm25),
+        "hybrid": dev_mrr(bench.dev, {k: fuse(dev_scores[served][k], dev_bm25[k]) for k in dev_bm25}),
     }
-    metrics["delta_mrr_at_10"] = round(metrics["finetuned"]["mrr_at_10"] - metrics["encoder"]["mrr_at_10"], 4)
-    metrics["environment"] = run_environment(cfg.precision)
-    metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
+    retriever = choose_retriever(dev_retrievers)
+    # 5. test: every system once, then intervals and verdicts
+    test = {SHIPPED: dense_scores(baseline_dir, bench.test, cfg), "finetuned": dense_scores(tuned_dir, bench.test, cfg)}
+    test["bm25"] = test_bm25
+    test["hybrid"] = {k: fuse(test[served][k], test_bm25[k]) for k in test_bm25}
+    table, verdicts = test_results(bench.test, test, cfg)
+    model = tuned if served == "finetuned" else sentence_model(baseline_dir, cfg.eval_max_length)
+    metrics = {
+        "benchmark": {
+            "candidates": len(bench.test.candidates),
+            "query_documents": len(bench.test.queries["title"]),
+            "dev_candidates": len(bench.dev.candidates),
+            "dev_query_documents": len(bench.dev.queries["title"]),
+            "training_documents_available": len(bench.train),
+        },
+        "start_encoder": start_encoder,
+        "start_encoder_dev_mrr": start_dev,
+        "train_pairs": len(pairs),
+        "hard_negatives": cfg.hard_negatives,
+        "dev": {**dev, **{k: v for k, v in dev_retrievers.items() if k != "dense"}},
+        "served": {"encoder": served, "retriever": retriever, "dev_mrr": dev_retrievers},
+        "test": table,
+        "verdicts": verdicts,
+        "environment": run_environment(cfg.precision),
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
     return model, metrics, history

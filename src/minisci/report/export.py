@@ -25,6 +25,7 @@ from minisci.data.readers import load_prepared
 from minisci.errors import MinisciError
 from minisci.io import iter_jsonl
 from minisci.metrics.classification_f1 import scored_labels
+from minisci.report import retrieval
 from minisci.report.bootstrap import (
     ALPHA,
     POWER,
@@ -324,9 +325,7 @@ def summary(data: dict) -> dict:
         for k in ("mlm_accuracy", "perplexity", "nsp_accuracy"):
             out[f"pretrain.{when}.{k}"] = p[when][k]
     out["pretrain.tokens_seen"] = p["train"]["tokens_seen"]
-    for model in ("baseline", "encoder", "finetuned"):
-        for k in ("mrr_at_10", "recall_at_1"):
-            out[f"embeddings.{model}.{k}"] = data["embeddings"][model][k]
+    out.update(retrieval.summary_keys(data["embeddings"]))
     return out
 
 
@@ -623,19 +622,9 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
         "",
         f"{tr['steps']} steps, {tr['tokens_seen']:,} tokens, {tr['tokens_per_second']} tokens/s.",
         "",
-        f"## Sentence embeddings (title -> abstract retrieval, {e['eval_pairs']} held-out documents)",
-        "",
-        "| model | MRR@10 | recall@1 | recall@10 |",
-        "|---|---|---|---|",
     ]
-    for model, name in (
-        ("baseline", f"baseline (`{base}` as shipped)"),
-        ("encoder", f"input encoder ({e['encoder_dir']})"),
-        ("finetuned", f"fine-tuned ({e['train_pairs']} pairs, in-batch negatives)"),
-    ):
-        r = e[model]
-        lines.append(f"| {name} | {r['mrr_at_10']:.4f} | {r['recall_at_1']:.4f} | {r['recall_at_10']:.4f} |")
-    lines += ["", "## Wall time per stage (seconds)", "", "| stage | seconds |", "|---|---|"]
+    lines += retrieval.report_rows(e, base)
+    lines += ["## Wall time per stage (seconds)", "", "| stage | seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in stage_seconds(data).items()]
     return "\n".join(lines) + "\n"
 

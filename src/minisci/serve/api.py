@@ -142,6 +142,7 @@ class Index:
         self.index_dir = models.model_path(index_dir, "index_dir")
         self.vectors, self.documents, self.info = search.load_index(self.index_dir)
         self.encoder = search.load_query_encoder(self.index_dir, self.info, self.vectors, encoder_dir, precision)
+        self.lexical = search.load_lexical(self.index_dir, self.info)  # None for a dense index
 
     @classmethod
     def build(cls, model_dir: str | Path, docs: str | Path | list[dict], out_dir: str | Path, **options: Any) -> Index:
@@ -161,7 +162,8 @@ class Index:
         from minisci.encoding import embed
 
         model, tok = self.encoder
-        return embed(model, tok, texts, max_length=self.info["max_length"]) @ self.vectors.T
+        vecs = embed(model, tok, texts, max_length=self.info["max_length"])
+        return [search.index_scores(self.info, self.vectors, v, t, self.lexical) for v, t in zip(vecs, texts)]
 
     @overload
     def search(self, queries: str, k: int = 10) -> list[dict]: ...

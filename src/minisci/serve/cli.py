@@ -114,10 +114,11 @@ def cmd_cite(args) -> None:
 
 
 def cmd_index(args) -> None:
-    from minisci.serve.search import build_index, check_out_dir, duplicate_warning, read_collection
+    from minisci.serve.search import build_index, check_out_dir, describe_encoder, duplicate_warning, read_collection
 
     check_out_dir(args.out)  # before the slow part
     docs = read_collection(args.docs)
+    print(f"minisci index: {clean(describe_encoder(args.model))}", file=sys.stderr)
     with _progress(None, "embedding", unit="window") as bar:
         info = build_index(
             args.model,
@@ -129,13 +130,15 @@ def cmd_index(args) -> None:
             precision=args.precision,
             max_tokens=args.max_tokens,
             device=args.device,
+            retriever=args.retriever,
         )
     if info["duplicate_ids"]:
         print(f"warning: {args.docs}: {duplicate_warning(info['duplicate_ids'])}", file=sys.stderr)
     print(
         json.dumps(info)
         if args.jsonl
-        else f"indexed {info['documents']} document{'s' * (info['documents'] != 1)} ({info['dimension']}-d) -> {clean(args.out)}"
+        else f"indexed {info['documents']} document{'s' * (info['documents'] != 1)} ({info['dimension']}-d, "
+        f"{info['retriever']} retriever) -> {clean(args.out)}"
     )
 
 
@@ -283,10 +286,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("index", cmd_index, "embed a JSONL collection (id, title, text, authors) into a search index")
     sp.add_argument(
         "--model",
-        required=True,
-        help="encoder directory: a sentence-transformers model (its own pooling) or a plain encoder (mean-pooled)",
+        default="models/embeddings",
+        help="encoder directory: a sentence-transformers model (its own pooling) or a plain encoder (mean-pooled); "
+        "default: models/embeddings, the encoder finetune_embeddings found better on its dev queries",
     )
     sp.add_argument("--docs", required=True, help="JSONL documents")
+    sp.add_argument(
+        "--retriever",
+        choices=("dense", "bm25", "hybrid"),
+        help="dense (cosine), bm25 (keywords) or hybrid (both, rank-fused); default: the one finetune_embeddings "
+        "measured best, recorded beside the model, else dense",
+    )
     sp.add_argument(
         "--out",
         required=True,
@@ -308,9 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_precision(sp, "queries to the index use the same precision")
     model_help = (
         "encoder that embeds the query (default: the one the index records, found relative to the index, "
-        "then at its absolute path); must give the index's dimension"
+        "then at its absolute path); must be the encoder the index was built with (its content hash is checked)"
     )
-    sp = add("search", cmd_search, "top-k documents of an index for a query, with cosine scores")
+    sp = add("search", cmd_search, "top-k documents of an index for a query, with the index's retriever's scores")
     sp.add_argument("query", nargs="+", help="query text (several words are joined by spaces)")
     sp.add_argument("--index", required=True, help="index directory written by `minisci index`")
     sp.add_argument("--model", help=model_help)

@@ -87,6 +87,10 @@ def launch(ner: str, cite: str, embeddings: str, index: str | None, host: str, p
     page_args = ["--ner", ner, "--cite", cite, "--embeddings", embeddings] + (["--index", index] if index else [])
     cmd = [sys.executable, "-m", "streamlit", "run", str(PAGE), *streamlit_flags(host, port), "--", *page_args]
     print(f"minisci demo: http://{host}:{port} (Ctrl+C stops it)", file=sys.stderr)
+    if Path(embeddings).is_dir():  # which encoder uploads are indexed with, and why
+        from minisci.serve.search import describe_encoder
+
+        print(f"minisci demo: uploads are indexed with {describe_encoder(embeddings)}", file=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     try:
         server = subprocess.Popen(cmd, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)

@@ -1,8 +1,15 @@
 """A NumPy index of document embeddings (:mod:`minisci.encoding`), semantic search and reviewer
 recommendation.
 
-The index is plain files: ``embeddings.npy`` (float32, loaded without pickle), ``documents.jsonl``
-and ``index.json`` (the encoder, relative to the index and absolute; dimension, count, max_length).
+The index is plain files: ``embeddings.npy`` (float32, loaded without pickle), ``documents.jsonl``,
+``index.json`` (the encoder, relative to the index and absolute, and its content hash; dimension,
+count, max_length, retriever) and, for the ``bm25`` and ``hybrid`` retrievers, ``bm25/`` (JSON and
+.npy, no pickle).
+
+The retriever (:mod:`minisci.lexical`): ``dense`` ranks by cosine, ``bm25`` by keywords, ``hybrid``
+by reciprocal rank fusion of the two (its scores are fused scores, ~0.03 at the top, not cosines).
+By default an index uses what ``finetune_embeddings`` measured best on its dev queries, recorded
+beside the model (``retrieval.json``); any other model defaults to ``dense``.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import numpy as np
 from minisci import encoding
 from minisci.encoding import dimension, embed
 from minisci.errors import DataFormatError, MinisciError
+from minisci.fingerprint import model_content_hash
 from minisci.io import (
     OUTPUT_MARKER,
     OutputExistsError,
@@ -28,6 +36,7 @@ from minisci.io import (
     iter_jsonl,
     write_jsonl,
 )
+from minisci.lexical import RETRIEVERS, Bm25, hybrid_scores
 from minisci.serve.checks import check_k, check_text
 from minisci.serve.models import (
     PRECISIONS,
@@ -45,6 +54,45 @@ from minisci.serve.precision import apply_precision
 AGGREGATIONS = ("max", "mean_top3")
 DEFAULT_MAX_LENGTH = 256  # word pieces per window: a typical abstract in one or two windows
 INDEX_FIELDS = {"model": str, "dimension": int, "documents": int, "max_length": int}  # index.json's schema
+DEFAULT_ENCODER = "models/embeddings"  # finetune_embeddings' output: the encoder that won on its dev queries
+RETRIEVAL_FILE = "retrieval.json"  # beside a model from finetune_embeddings: the encoder and retriever it serves
+SERVED_AS = {  # what retrieval.json's "encoder" means, for the line `minisci index` prints
+    "shipped": "the base model as shipped: finetune_embeddings found it better on dev than its fine-tuned model",
+    "finetuned": "fine-tuned by finetune_embeddings: better on dev than the base model as shipped",
+}
+
+
+def encoder_sha256(model_dir: str | Path) -> str:
+    """Content hash of an encoder: weights, config, tokenizer and sentence-transformers module
+    settings (pooling, normalisation), not its card or metadata. Two folders with the same hash
+    embed the same way, wherever they lie."""
+    import hashlib
+
+    path = Path(model_dir)
+    files = {k: v for k, v in model_content_hash(path).items() if k != RETRIEVAL_FILE}
+    for module in sorted(path.glob("*/*.json")):
+        files[module.relative_to(path).as_posix()] = hashlib.sha256(module.read_bytes()).hexdigest()
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def served_retrieval(model_dir: str | Path) -> dict:
+    """What finetune_embeddings recorded beside ``model_dir`` (``encoder``, ``retriever``), or {}."""
+    path = Path(model_dir) / RETRIEVAL_FILE
+    if not path.is_file():
+        return {}
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFormatError(path, None, f"not valid JSON ({e})") from None
+    if not isinstance(info, dict) or info.get("retriever") not in RETRIEVERS:
+        raise DataFormatError(path, None, f"expected a JSON object with 'retriever' one of {list(RETRIEVERS)}")
+    return info
+
+
+def describe_encoder(model_dir: str | Path) -> str:
+    """One line: which encoder and why (the line `minisci index` and `minisci demo` print)."""
+    served = served_retrieval(model_dir).get("encoder")
+    return f"encoder {model_dir} ({SERVED_AS[served]})" if served in SERVED_AS else f"encoder {model_dir}"
 
 
 def load_encoder(model_dir: str | Path, precision: str = "fp32", device: str = "cpu"):
@@ -112,7 +160,7 @@ def decoding(path: str | Path):
         raise
 
 
-INDEX_FILES = ("index.json", "embeddings.npy", "documents.jsonl")
+INDEX_FILES = ("index.json", "embeddings.npy", "documents.jsonl", "bm25")
 
 
 def _index_before_markers(path: Path) -> bool:
@@ -153,11 +201,16 @@ def build_index(
     precision: str = "fp32",
     max_tokens: int = 2048,
     device: str = "cpu",
+    retriever: str | None = None,
 ) -> dict:
     """Embed ``docs`` into ``out_dir``; queries against the index are embedded with the same model,
     ``max_length`` and ``precision`` (recorded in ``index.json``). An existing ``out_dir`` is replaced
-    only if it is an index. ``max_length`` None: 256 word pieces, or the model's maximum if smaller."""
+    only if it is an index. ``max_length`` None: 256 word pieces, or the model's maximum if smaller.
+    ``retriever`` None: the one recorded beside the model (``retrieval.json``), else ``dense``."""
     check_out_dir(out_dir)
+    retriever = retriever or served_retrieval(model_dir).get("retriever", "dense")
+    if retriever not in RETRIEVERS:
+        raise MinisciError(f"unknown retriever {retriever!r}; choose from {list(RETRIEVERS)}")
     config = read_config(model_dir)
     if max_length is None:  # the usual window, or the whole model if it takes fewer positions
         max_length = min(DEFAULT_MAX_LENGTH, max_positions(config))
@@ -172,9 +225,13 @@ def build_index(
         "documents": len(docs),
         "max_length": max_length,
         "precision": precision,
+        "retriever": retriever,
+        "encoder_sha256": encoder_sha256(model_dir),  # a same-sized other model must not answer queries
     }
     with atomic_path(out_dir, owned=_index_before_markers) as tmp:
         tmp.mkdir()
+        if retriever != "dense":
+            Bm25.build([d["_text"] for d in docs]).save(tmp / "bm25")
         np.save(tmp / "embeddings.npy", vecs, allow_pickle=False)
         write_jsonl(tmp / "documents.jsonl", [{k: v for k, v in d.items() if k != "_text"} for d in docs])
         (tmp / "index.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -216,6 +273,12 @@ def _read_info(path: Path) -> dict:
     for key, kind in INDEX_FIELDS.items():
         if not isinstance(info.get(key), kind) or isinstance(info.get(key), bool):
             raise DataFormatError(path, None, f"expected {key!r} ({kind.__name__}), got {info.get(key)!r}")
+    if info.get("retriever", "dense") not in RETRIEVERS:
+        raise DataFormatError(
+            path, None, f"unknown retriever {info['retriever']!r}; expected one of {list(RETRIEVERS)}"
+        )
+    if not isinstance(info.get("encoder_sha256", ""), str):
+        raise DataFormatError(path, None, f"expected 'encoder_sha256' (str), got {info['encoder_sha256']!r}")
     if info.get("precision", "fp32") not in PRECISIONS:
         raise DataFormatError(
             path, None, f"unknown precision {info['precision']!r}; expected one of {list(PRECISIONS)}"
@@ -253,26 +316,68 @@ def _read_documents(path: Path) -> list[dict]:
 def encoder_of(index_dir, info: dict, model: str | Path | None = None) -> Path:
     """The encoder that embeds queries: ``model`` if given, else the one ``index.json`` records,
     found relative to the index (so the index works from any working directory and after its
-    folder moved with its encoder), then at its absolute path."""
+    folder moved with its encoder), then at its absolute path; the first with the recorded content
+    hash (a relative path may lead to another project's model)."""
     if model is not None:
         return Path(model)
     candidates = [Path(index_dir) / info["encoder"]] if isinstance(info.get("encoder"), str) else []
     candidates.append(Path(info["model"]))  # absolute; relative to the working directory for older indexes
-    for path in candidates:
-        if (path / "config.json").is_file():
-            return path
-    raise MinisciError(
-        f"{index_dir}: the encoder it was built with is not found ({info['model']}); "
-        "pass the same encoder with --model (its dimension is checked against the index)"
-    )
+    found = [path for path in candidates if (path / "config.json").is_file()]
+    if not found:
+        raise MinisciError(
+            f"{index_dir}: the encoder it was built with is not found ({info['model']}); "
+            "pass the same encoder with --model (its content is checked against the index)"
+        )
+    recorded = info.get("encoder_sha256")
+    return next((path for path in found if not recorded or encoder_sha256(path) == recorded), found[0])
 
 
 def load_query_encoder(index_dir, info: dict, vecs: np.ndarray, model=None, precision=None, device: str = "cpu"):
     """(encoder, tokenizer) for queries to an index, checked to give the index's dimension."""
     path = encoder_of(index_dir, info, model)
     encoder = load_encoder(path, precision or info.get("precision", "fp32"), device)
-    check_dimension(index_dir, vecs, encoder[0], path)
+    check_dimension(index_dir, vecs, encoder[0], path)  # the plainer message where it applies
+    check_same_encoder(index_dir, info, path)
     return encoder
+
+
+def check_same_encoder(index_dir, info: dict, model_dir) -> None:
+    """Queries must be embedded by the encoder that embedded the documents: another model of the same
+    dimension (a copied index whose relative path finds another project's model) gives meaningless
+    scores without any error. Indexes written before the hash was recorded are checked by dimension only."""
+    recorded = info.get("encoder_sha256")
+    if recorded and encoder_sha256(model_dir) != recorded:
+        raise MinisciError(
+            f"{index_dir}: built with another encoder than {model_dir} (content sha256 {recorded[:12]} recorded, "
+            f"{encoder_sha256(model_dir)[:12]} found); pass the index's own encoder with --model, or rebuild the "
+            f"index with `minisci index --model {model_dir}`"
+        )
+
+
+def load_lexical(index_dir, info: dict) -> Bm25 | None:
+    """The index's BM25 when its retriever uses one."""
+    if info.get("retriever", "dense") == "dense":
+        return None
+    path = Path(index_dir) / "bm25"
+    if not (path / "params.index.json").is_file():
+        raise MinisciError(f"{path}: missing; the index's retriever is {info['retriever']}; rebuild the index")
+    bm25 = Bm25.load(path)
+    if bm25.retriever.scores["num_docs"] != info["documents"]:
+        raise MinisciError(
+            f"{path}: BM25 of {bm25.retriever.scores['num_docs']} documents, index.json says {info['documents']}"
+        )
+    return bm25
+
+
+def index_scores(info: dict, vecs: np.ndarray, query_vec: np.ndarray, query: str, bm25: Bm25 | None) -> np.ndarray:
+    """One score per document by the index's retriever (cosine, BM25 or the fused ranks)."""
+    cosine = vecs @ query_vec
+    retriever = info.get("retriever", "dense")
+    if retriever == "dense":
+        return cosine
+    if retriever == "bm25":
+        return bm25.scores(query)
+    return hybrid_scores(cosine, bm25.scores(query))
 
 
 def check_dimension(index_dir, vecs: np.ndarray, model, model_dir) -> None:
@@ -294,15 +399,16 @@ def _query_vector(index_dir, text: str, info: dict, vecs: np.ndarray, encoder, d
 
 
 def search(index_dir, query: str, k: int = 10, encoder=None, device: str = "cpu", model=None) -> list[dict]:
-    """The ``k`` documents most similar to ``query`` (cosine), best first; ``model``: the encoder,
+    """The ``k`` documents most similar to ``query`` (by the index's retriever), best first; ``model``: the encoder,
     default the index's own (:func:`encoder_of`)."""
     check_k(k)
     vecs, docs, info = load_index(index_dir)
-    return rank_documents(vecs @ _query_vector(index_dir, query, info, vecs, encoder, device, model), docs, k)
+    query_vec = _query_vector(index_dir, query, info, vecs, encoder, device, model)
+    return rank_documents(index_scores(info, vecs, query_vec, query, load_lexical(index_dir, info)), docs, k)
 
 
 def rank_documents(scores: np.ndarray, docs: list[dict], k: int = 10) -> list[dict]:
-    """The ``k`` best documents for one query's cosine ``scores`` (one per document), ties in index order."""
+    """The ``k`` best documents for one query's ``scores`` (one per document), ties in index order."""
     top = np.argsort(-scores, kind="stable")[:k]
     return [{"rank": r + 1, "score": round(float(scores[i]), 4), **docs[i]} for r, i in enumerate(top)]
 
@@ -320,7 +426,8 @@ def recommend_reviewers(
     """Authors ranked by the similarity of their papers to ``abstract`` (see :func:`rank_authors`)."""
     check_k(k)
     vecs, docs, info = load_index(index_dir)
-    scores = vecs @ _query_vector(index_dir, abstract, info, vecs, encoder, device, model)
+    query_vec = _query_vector(index_dir, abstract, info, vecs, encoder, device, model)
+    scores = index_scores(info, vecs, query_vec, abstract, load_lexical(index_dir, info))
     return rank_authors(scores, docs, k, exclude, aggregation)
 
 
@@ -357,3 +464,35 @@ def why_no_reviewers(docs: list[dict]) -> tuple[str, str]:
     if not any(d.get("authors") for d in docs):
         return "index", "no document in the index has authors; build it from documents with an 'authors' list"
     return "exclude", "every author in the index is excluded"
+
+
+def author_holdout(vecs: np.ndarray, docs: list[dict], k: int = 3) -> dict:
+    """How well :func:`rank_authors` recommends an author for their own next paper: each author's
+    latest paper (the last in collection order: collections carry no dates) is taken out of the
+    collection and used as the query, and the author counts as found when ranked among the top ``k``
+    by their other papers. Authors with one paper only cannot be found and are left out.
+    ``chance``: the top-``k`` rate of a random ranking of the candidate authors."""
+    check_k(k)
+    latest: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        for a in d.get("authors", []):
+            latest[a] = i
+    counts = defaultdict(int)
+    for d in docs:
+        for a in d.get("authors", []):
+            counts[a] += 1
+    found, chance = [], []
+    for author, i in sorted(latest.items()):
+        if counts[author] < 2:
+            continue
+        keep = [j for j in range(len(docs)) if j != i]
+        ranked = rank_authors(vecs[keep] @ vecs[i], [docs[j] for j in keep], k=len(latest))
+        found.append(author in {r["author"] for r in ranked[:k]})
+        chance.append(min(1.0, k / len(ranked)))
+    return {
+        "authors": len(found),
+        "single_paper_authors": len(latest) - len(found),
+        "k": k,
+        "found_in_top_k": round(float(np.mean(found)), 4) if found else None,
+        "chance": round(float(np.mean(chance)), 4) if chance else None,
+    }

@@ -1,0 +1,175 @@
+"""The retrieval benchmark of ``finetune_embeddings``, built from the corpus without labels.
+
+Guarded like every test split:
+
+- **query documents** are titled abstracts of the pool that the corpus sample (hence pretraining)
+  never saw, drawn in a seeded order that depends on each id alone (as ``sample_corpus`` draws);
+- the **candidates** are the query documents plus distractors from the rest of the pool (any kind,
+  sampled or not): thousands, so that a model's ranking errors show (300 documents saturate
+  recall@10 for every model);
+- **embedding training** uses only titled abstracts that are candidates of neither split, so no
+  query document and no distractor is ever a training pair. Documents the pool flags as
+  overlapping an evaluation set (``eval_overlap``) are used for nothing.
+
+Two query kinds per query document: its title (``title``: title -> abstract) and one sentence from
+the second half of its abstract (``sentence``: a passage -> the document it comes from, which
+rewards word overlap and so is where a lexical peer is strongest). A candidate is the abstract text
+alone: the title is the ``title`` query.
+
+A ``dev`` split (its own query documents and distractors) chooses the starting encoder and the
+served model; the ``test`` split gives the report's numbers and verdicts, and is used for nothing
+else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+
+from minisci.data.corpus import deduplicate, rank
+from minisci.data.readers import POOLS, Document, load_pool, read_documents
+from minisci.errors import MinisciError
+
+QUERY_KINDS = ("title", "sentence")
+MIN_TITLE_WORDS = 4  # shorter "titles" are headings ("Introduction"), not descriptions
+MIN_TEXT_WORDS = 30  # an abstract, not a stub
+MIN_SENTENCE_WORDS = 8  # a query sentence says something specific
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")  # the abstracts' own punctuation; no model needed
+
+
+@dataclasses.dataclass
+class Split:
+    """Candidates (``id``, ``text``) and, per query kind, (query text, index of its document)."""
+
+    candidates: list[dict]
+    queries: dict[str, list[tuple[str, int]]]
+
+
+@dataclasses.dataclass
+class Benchmark:
+    dev: Split
+    test: Split
+    train: list[dict]  # titled abstracts for training pairs: {"id", "title", "text"}
+    pretrain_ids: set[str]  # the corpus sample's documents (pretraining saw these)
+
+
+def titled(d: Document) -> bool:
+    return (
+        d.kind == "abstract"
+        and len(d.title.split()) >= MIN_TITLE_WORDS
+        and len(d.text.split()) >= MIN_TEXT_WORDS
+        and not d.eval_overlap
+    )
+
+
+def query_sentence(text: str, seed: int, doc_id: str) -> str | None:
+    """A seeded sentence of at least 8 words from the second half of ``text``; None if there is none."""
+    sents = _SENTENCE_RE.split(" ".join(text.split()))
+    second = [s for s in sents[len(sents) // 2 :] if len(s.split()) >= MIN_SENTENCE_WORDS]
+    if not second:
+        return None
+    return min(second, key=lambda s: rank(seed, f"{doc_id}:{s}", "sentence"))
+
+
+def _split(query_docs: list[Document], distractors: list[Document], seed: int) -> Split:
+    candidates = [{"id": d.id, "text": " ".join(d.text.split())} for d in query_docs + distractors]
+    queries: dict[str, list[tuple[str, int]]] = {k: [] for k in QUERY_KINDS}
+    for i, d in enumerate(query_docs):
+        queries["title"].append((" ".join(d.title.split()), i))
+        sentence = query_sentence(d.text, seed, d.id)
+        if sentence is not None:
+            queries["sentence"].append((sentence, i))
+    return Split(candidates, queries)
+
+
+def load_deduplicated_pool(raw_dir: str | Path) -> list[Document]:
+    pool = [d for domain, rel in POOLS.items() for d in load_pool(Path(raw_dir) / rel, domain)]
+    return deduplicate(pool)[0]
+
+
+def build_benchmark(raw_dir, documents, cfg) -> Benchmark:
+    """Dev and test splits and the training documents (see the module docstring). ``cfg``:
+    ``n_test_queries``, ``n_dev_queries`` (query documents), ``n_candidates``,
+    ``n_dev_candidates`` (documents searched), ``seed``."""
+    pool = [d for d in load_deduplicated_pool(raw_dir) if not d.eval_overlap]
+    pretrain_ids = {d["id"] for d in read_documents(documents)}
+    order = sorted(pool, key=lambda d: rank(cfg.seed, d.id, "retrieval"))
+    # 1. query documents: titled abstracts that pretraining never saw
+    held = [d for d in order if titled(d) and d.id not in pretrain_ids]
+    need = cfg.n_test_queries + cfg.n_dev_queries
+    if len(held) < need:
+        raise MinisciError(
+            f"finetune_embeddings: only {len(held)} titled abstracts outside the corpus sample; "
+            f"n_test_queries + n_dev_queries = {need}: lower them"
+        )
+    test_q, dev_q = held[: cfg.n_test_queries], held[cfg.n_test_queries : need]
+    # 2. distractors: the rest of the pool in the same seeded order
+    taken = {d.id for d in held[:need]}
+    rest = [d for d in order if d.id not in taken]
+    n_test_d, n_dev_d = cfg.n_candidates - len(test_q), cfg.n_dev_candidates - len(dev_q)
+    if len(rest) < n_test_d + n_dev_d:
+        raise MinisciError(
+            f"finetune_embeddings: the pool has {len(pool)} usable documents; n_candidates + n_dev_candidates "
+            f"= {cfg.n_candidates + cfg.n_dev_candidates} leave too few distractors: lower them"
+        )
+    test_d, dev_d = rest[:n_test_d], rest[n_test_d : n_test_d + n_dev_d]
+    # 3. training documents: titled abstracts that no split searches
+    searched = taken | {d.id for d in test_d + dev_d}
+    train = [
+        {"id": d.id, "title": " ".join(d.title.split()), "text": " ".join(d.text.split())}
+        for d in order
+        if titled(d) and d.id not in searched
+    ]
+    return Benchmark(_split(dev_q, dev_d, cfg.seed), _split(test_q, test_d, cfg.seed), train, pretrain_ids)
+
+
+# ranking metrics ------------------------------------------------------------------------------------------
+
+
+def relevant_ranks(scores: np.ndarray, relevant: np.ndarray) -> np.ndarray:
+    """1-based rank of each query's relevant candidate in ``scores`` [queries, candidates]; a tie
+    counts against it (a retriever that gives many candidates the same score has not ranked them)."""
+    own = scores[np.arange(len(relevant)), relevant][:, None]
+    return (scores > own).sum(1) + (scores == own).sum(1)
+
+
+def reciprocal_ranks(ranks: np.ndarray, cutoff: int = 10) -> np.ndarray:
+    """Per query, 1/rank when the relevant document is in the top ``cutoff``, else 0 (MRR@10's terms)."""
+    ranks = np.asarray(ranks)
+    return np.where(ranks <= cutoff, 1.0 / ranks, 0.0)
+
+
+def rank_metrics(ranks: np.ndarray) -> dict:
+    ranks = np.asarray(ranks)
+    return {
+        "mrr_at_10": round(float(reciprocal_ranks(ranks).mean()), 4),
+        "recall_at_1": round(float(np.mean(ranks <= 1)), 4),
+        "recall_at_10": round(float(np.mean(ranks <= 10)), 4),
+        "queries": len(ranks),
+    }
+
+
+def pair_training_examples(bench: Benchmark, n_train: int, hard_negatives: bool, seed: int) -> list[dict]:
+    """(title, abstract[, hard negative]) for the first ``n_train`` training documents in a seeded
+    order. The hard negative is BM25's best-scoring *other* training abstract for the title: a
+    document that shares the title's words but is not its paper, which in-batch negatives (random
+    abstracts) almost never are."""
+    from minisci.lexical import Bm25
+
+    docs = list(bench.train)
+    random.Random(seed).shuffle(docs)
+    docs = docs[:n_train]
+    if len(docs) < 2:
+        raise MinisciError(f"finetune_embeddings: only {len(docs)} training documents outside the benchmark")
+    rows = [{"anchor": d["title"], "positive": d["text"]} for d in docs]
+    if hard_negatives:
+        bm25 = Bm25.build([d["text"] for d in docs])
+        for i, row in enumerate(rows):
+            s = bm25.scores(row["anchor"])
+            s[i] = -np.inf
+            row["negative"] = docs[int(np.argmax(s))]["text"]
+    return rows

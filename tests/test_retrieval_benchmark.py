@@ -1,0 +1,161 @@
+"""The retrieval benchmark of finetune_embeddings: guarded splits, rank metrics, verdicts on planted
+rankings, the starting-encoder choice, and a tiny run of the stage."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import FIXTURE_MIRROR, REPO, tiny_params
+
+from minisci.config import FinetuneEmbeddingsConfig, from_dict
+from minisci.data.readers import POOLS
+from minisci.errors import MinisciError
+from minisci.finetune.embeddings import choose_retriever, choose_start
+from minisci.finetune.retrieval_benchmark import (
+    build_benchmark,
+    pair_training_examples,
+    query_sentence,
+    rank_metrics,
+    relevant_ranks,
+)
+from minisci.io import write_jsonl
+from minisci.report.retrieval import compare
+
+
+def tiny_cfg(**overrides) -> FinetuneEmbeddingsConfig:
+    return from_dict(
+        FinetuneEmbeddingsConfig, {**tiny_params()["finetune_embeddings"], **overrides}, "finetune_embeddings"
+    )
+
+
+def pool_rows() -> list[dict]:
+    return [json.loads(line) for rel in POOLS.values() for line in (FIXTURE_MIRROR / rel).read_text().splitlines()]
+
+
+@pytest.fixture
+def sampled(tmp_path):
+    """A corpus sample (pretraining's documents) of every third fixture pool document."""
+    ids = [d["id"] for d in pool_rows()][::3]
+    write_jsonl(tmp_path / "documents.jsonl", [{"id": i, "sentences": ["x y z."]} for i in ids])
+    return tmp_path / "documents.jsonl", set(ids)
+
+
+def test_query_documents_are_held_out_from_pretraining_and_training(sampled):
+    documents, pretrain_ids = sampled
+    bench = build_benchmark(FIXTURE_MIRROR, documents, tiny_cfg())
+    train_ids = {d["id"] for d in bench.train}
+    for split, n_queries in ((bench.test, 6), (bench.dev, 4)):
+        query_ids = {split.candidates[i]["id"] for q in split.queries.values() for _, i in q}
+        assert len(query_ids) == n_queries and not query_ids & pretrain_ids, "queries come from unseen documents"
+        assert not {c["id"] for c in split.candidates} & train_ids, "nothing searched is trained on"
+    assert len(bench.test.candidates) == 14 and len(bench.dev.candidates) == 8
+    assert not {c["id"] for c in bench.test.candidates} & {c["id"] for c in bench.dev.candidates}
+    flagged = {d["id"] for d in pool_rows() if d["eval_overlap"]}
+    assert flagged and not flagged & (train_ids | {c["id"] for c in bench.test.candidates})
+    pairs = pair_training_examples(bench, 16, True, 13)
+    texts = {d["id"]: d["text"] for d in bench.train}
+    assert all(p["negative"] != p["positive"] and p["negative"] in texts.values() for p in pairs)
+
+
+def test_too_few_unseen_documents_is_one_line(sampled):
+    with pytest.raises(MinisciError, match=r"titled abstracts outside the corpus sample; .* lower them"):
+        build_benchmark(FIXTURE_MIRROR, sampled[0], tiny_cfg(n_test_queries=400, n_candidates=500))
+
+
+def test_query_sentence_is_from_the_second_half():
+    text = "First sentence is about the setup here. Second one tells a method in detail. Third result holds for all of the patients here. Fourth ends it with conclusions for many readers."
+    s = query_sentence(text, 13, "d1")
+    assert s in text and text.index(s) > len(text) // 3
+    assert query_sentence("Too short.", 13, "d1") is None
+
+
+def test_ranks_count_ties_against_the_relevant_document():
+    scores = np.array([[0.9, 0.1, 0.5], [0.0, 0.0, 0.0], [0.2, 0.3, 0.1]])
+    ranks = relevant_ranks(scores, np.array([0, 1, 2]))
+    assert ranks.tolist() == [1, 3, 3]
+    m = rank_metrics(ranks)
+    assert m["recall_at_1"] == pytest.approx(1 / 3, abs=1e-4) and m["mrr_at_10"] == pytest.approx(
+        (1 + 2 / 3) / 3, abs=1e-4
+    )
+
+
+@pytest.mark.parametrize(
+    "shift, expected",
+    [(0.3, "better"), (-0.3, "worse"), (0.0, "equivalent")],
+)
+def test_verdict_on_planted_rankings(shift, expected):
+    rng = np.random.default_rng(0)
+    ranks_a = rng.integers(1, 15, size=800)
+    terms_a = np.where(ranks_a <= 10, 1.0 / ranks_a, 0.0)
+    if shift > 0:  # b finds every document that a had at rank 2-3 at rank 1
+        terms_b = np.where((ranks_a > 1) & (ranks_a <= 3), 1.0, terms_a)
+    elif shift < 0:  # b loses every document that a had at rank 1
+        terms_b = np.where(ranks_a == 1, 0.0, terms_a)
+    else:  # as good: 5 queries move from rank 1 out of the top 10, and 5 the other way
+        terms_b = terms_a.copy()
+        terms_b[np.flatnonzero(ranks_a == 1)[:5]] = 0.0
+        terms_b[np.flatnonzero(ranks_a > 10)[:5]] = 1.0
+    c = compare(terms_a, terms_b, margin=0.01, n_resamples=500, seed=1)
+    assert c["verdict"] == expected
+    assert c["ci_low"] <= c["difference"] <= c["ci_high"] and c["mde"] > 0 and c["examples"] == 800
+
+
+def test_inconclusive_when_the_margin_is_below_the_noise():
+    rng = np.random.default_rng(0)
+    a, b = rng.random(50), rng.random(50)
+    assert compare(a, b, margin=0.001, n_resamples=500, seed=1)["verdict"] == "inconclusive"
+
+
+@pytest.mark.parametrize(
+    "dev, setting, expected",
+    [
+        ({"baseline": 0.8, "adapted": 0.6}, "auto", "baseline"),
+        ({"baseline": 0.5, "adapted": 0.6}, "auto", "adapted"),
+        ({"baseline": 0.6, "adapted": 0.6}, "auto", "baseline"),
+        ({"baseline": 0.8, "adapted": 0.6}, "adapted", "adapted"),
+    ],
+)
+def test_starting_encoder_follows_dev_mrr(dev, setting, expected):
+    assert choose_start(dev, setting) == expected
+
+
+def test_served_retriever_follows_dev_mrr():
+    assert choose_retriever({"dense": 0.5, "bm25": 0.7, "hybrid": 0.8}) == "hybrid"
+    assert choose_retriever({"dense": 0.8, "bm25": 0.7, "hybrid": 0.8}) == "dense"
+
+
+def test_default_params_search_thousands_of_documents():
+    import yaml
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_embeddings"]
+    assert params["n_candidates"] >= 2000 and params["encoder"] == "auto"
+
+
+@pytest.mark.slow
+def test_stage_runs_on_the_fixture_pool_and_saves_the_encoder_better_on_dev(tiny_model_dir, sampled, tmp_path):
+    import sys
+
+    import yaml
+
+    from minisci.report.retrieval import report_rows
+
+    sys.path.insert(0, str(REPO / "stages"))
+    import finetune_embeddings
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    out, metrics = tmp_path / "embeddings", tmp_path / "m.json"
+    argv = ["--data", str(FIXTURE_MIRROR), "--docs", str(sampled[0]), "--adapted", str(tiny_model_dir)]
+    argv += ["--baseline", str(tiny_model_dir), "--out", str(out), "--metrics", str(metrics)]
+    finetune_embeddings.main([*argv, "--plots", str(tmp_path / "plots"), "--params", str(tmp_path / "params.yaml")])
+    m = json.loads(metrics.read_text())
+    served = json.loads((out / "retrieval.json").read_text())
+    assert served["encoder"] in ("shipped", "finetuned") and served["retriever"] in ("dense", "bm25", "hybrid")
+    assert m["benchmark"]["candidates"] == 14 and set(m["test"]) == {"title", "sentence"}
+    assert set(m["verdicts"]["title"]) == {
+        "finetuned vs shipped",
+        "bm25 vs shipped",
+        "hybrid vs shipped",
+        "hybrid vs bm25",
+    }
+    assert (out / "modules.json").is_file() and (out / "2_Normalize").is_dir()
+    assert any("the shipped model is better" in line.lower() or "is served" in line for line in report_rows(m, "x"))
