@@ -5,7 +5,8 @@ import yaml
 from conftest import REPO, learnable_scicite_files, prepare
 
 from minisci.config import FinetuneClassificationConfig, from_dict
-from minisci.finetune.classification import classification_metrics, run_finetune_classification
+from minisci.finetune.classification import run_finetune_classification
+from minisci.tasks.classification import classification_metrics
 
 
 def cfg(**kw):

@@ -199,7 +199,7 @@ def test_cli_decodes_crf_models_with_the_evaluations_viterbi(tiny_finetuned, tmp
 
     from minisci.data.readers import spans
     from minisci.finetune.crf import BertCrfForTokenClassification
-    from minisci.finetune.ner import predict
+    from minisci.tasks.ner import predict
 
     model = BertCrfForTokenClassification.from_pretrained(tiny_finetuned["ner"]).eval()
     tok = AutoTokenizer.from_pretrained(tiny_finetuned["ner"])

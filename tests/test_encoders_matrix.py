@@ -192,6 +192,7 @@ def test_crf_head_wraps_the_checkpoints_own_encoder_and_reloads_through_the_serv
 
     from minisci.finetune.crf import CRF, CrfForTokenClassification
     from minisci.serve.models import load_task_model
+    from minisci.tasks.ner import NER
 
     model = CrfForTokenClassification.from_pretrained(encoders[arch], **crf_kwargs())
     assert model.config.model_type == arch and isinstance(model.crf, CRF)
@@ -201,7 +202,7 @@ def test_crf_head_wraps_the_checkpoints_own_encoder_and_reloads_through_the_serv
     assert shared and all(torch.equal(saved[k], own[k]) for k in shared)  # the encoder's own weights
     model.save_pretrained(tmp_path)
     tokenizer_of(encoders[arch]).save_pretrained(tmp_path)
-    again, _ = load_task_model(tmp_path, "ner")
+    again, _ = load_task_model(tmp_path, NER)
     assert type(again).__name__ == type(model).__name__ and again.config.crf
     for k, v in model.state_dict().items():
         assert torch.equal(v, again.state_dict()[k]), k
@@ -235,8 +236,8 @@ SENTENCES = [
 def test_training_encoding_of_a_sentence_is_the_clis_encoding_of_its_text(encoders, family):
     from transformers import AutoModelForTokenClassification, pipeline
 
-    from minisci.finetune.ner import encode_sentences
     from minisci.serve import pipeline_compat as compat
+    from minisci.tasks.ner import encode_sentences
 
     path = encoders[FAMILY_OF[family]]
     tok = tokenizer_of(path)
@@ -387,7 +388,7 @@ def test_stage_and_cli_f1_agree_on_a_byte_level_bpe_model(encoders, data, tmp_pa
     """RoBERTa (byte-level BPE): the stage's test F1 and the F1 of `minisci ner` on the same test
     sentences (as running text) agree."""
     from minisci.data.readers import load_prepared
-    from minisci.finetune.ner import ner_metrics, sentence_text
+    from minisci.tasks.ner import ner_metrics, sentence_text
 
     result = finetune("ner", encoders["roberta"], data["ner"], tmp_path / "w", crf=crf, epochs=6.0)
     model = save(result, tmp_path / "ner")

@@ -9,8 +9,8 @@ from seqeval.scheme import IOB2
 from sklearn import metrics as skm
 
 from minisci.data.readers import spans, to_iob2
-from minisci.finetune.classification import classification_metrics
-from minisci.finetune.ner import ner_metrics
+from minisci.tasks.classification import classification_metrics
+from minisci.tasks.ner import ner_metrics
 
 
 def old_ner_metrics(gold, pred):

@@ -6,7 +6,8 @@ from conftest import REPO, learnable_ner_files, prepare
 from minisci.config import FinetuneNerConfig, from_dict
 from minisci.data.readers import NerSentence, load_prepared, read_conll, to_iob2
 from minisci.finetune.common import frequency_weights, welt_weights
-from minisci.finetune.ner import encode_sentences, label_list, merge_predictions, ner_metrics, run_finetune_ner, windows
+from minisci.finetune.ner import run_finetune_ner
+from minisci.tasks.ner import encode_sentences, label_list, merge_predictions, ner_metrics, windows
 
 
 def test_windows_split_at_word_boundaries_and_cover_every_word():

@@ -9,6 +9,8 @@ from minisci.report.errors import (
     arm_differences,
     confident_errors,
     conll_text,
+    entity_judgements,
+    example_judgements,
     ner_error_kinds,
     ner_errors,
     read_conll_predictions,
@@ -91,11 +93,11 @@ def test_arm_differences_judge_each_arm_by_the_majority_of_its_seeds():
 
     a = [row(0, "x", "x", "x", "y"), row(1, "x", "y", "y", "x"), row(2, "y", "y", "y", "y")]
     b = [row(0, "x", "y", "y", "x"), row(1, "x", "x", "x", "x"), row(2, "y", "y", "x", "y")]
-    d = arm_differences("classification", a, b, ["t0", "t1", "t2"], top=5)
+    d = arm_differences(example_judgements, a, b, ["t0", "t1", "t2"], top=5)
     assert (d["baseline_only"], d["adapted_only"], d["both"], d["neither"]) == (1, 1, 1, 0)
     assert d["baseline_only_sample"] == [{"item": "[x] t0", "at": 0}]
     ner_a = [{"sentence": 0, "tokens": ["a", "b"], "gold": ["B-C", "B-C"], "pred": ["B-C", "O"]}]
     ner_b = [{"sentence": 0, "tokens": ["a", "b"], "gold": ["B-C", "B-C"], "pred": ["O", "B-C"]}]
-    d = arm_differences("ner", ner_a, ner_b, None, top=5)
+    d = arm_differences(entity_judgements, ner_a, ner_b, None, top=5)
     assert d["baseline_only_sample"] == [{"item": "a (C)", "at": 0}]
     assert d["adapted_only_sample"] == [{"item": "b (C)", "at": 0}]

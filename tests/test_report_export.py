@@ -18,6 +18,7 @@ from minisci.metrics.classification_f1 import classification_scores
 from minisci.metrics.ner_f1 import ner_scores
 from minisci.report import export
 from minisci.report.errors import read_conll_predictions
+from minisci.tasks import registry
 
 CFG = ExportMetricsConfig(
     bootstrap_resamples=300,
@@ -178,7 +179,7 @@ def test_chart_bars_and_label_come_from_one_summary_row(run_data):
     _, data = run_data
     summary = export.summary(data)
     for bar in export.comparison_bars(data):
-        task, ds, metric = bar["task"], bar["dataset"], export.TASKS[bar["task"]].metric
+        task, ds, metric = bar["task"], bar["dataset"], registry.get(bar["task"]).metric
         for arm in export.ARMS:
             assert bar[arm] == pytest.approx(100 * summary[f"{task}.{ds}.{arm}.test.{metric}"])
         assert bar["label"].startswith(
@@ -224,11 +225,11 @@ def test_committed_report_chart_and_summary_agree():
             break
         cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
         rows[cells["dataset"]] = cells
-    datasets = {k.split(".")[1] for k in summary if k.split(".")[0] in export.TASKS and ".delta." in k}
+    datasets = {k.split(".")[1] for k in summary if k.split(".")[0] in registry.KINDS and ".delta." in k}
     assert datasets and {bar["dataset"] for bar in bars} == set(rows) == datasets
     for bar in bars:
         task, ds = bar["task"], bar["dataset"]
-        metric, row = export.TASKS[task].metric, rows[ds]
+        metric, row = registry.get(task).metric, rows[ds]
         delta = summary[f"{task}.{ds}.delta.{metric}"]
         for arm in export.ARMS:
             mean = summary[f"{task}.{ds}.{arm}.test.{metric}"]

@@ -4,16 +4,11 @@ answer, no difference gives p-values close to uniform and a planted difference i
 import numpy as np
 import pytest
 from scipy.stats import kstest
-from test_significance import ner_rows
+from test_significance import ner_counts, ner_rows
 
-from minisci.report.bootstrap import (
-    classification_counts,
-    f1_from_counts,
-    macro_f1_from_counts,
-    ner_counts,
-    paired_bootstrap,
-    seed_bootstrap,
-)
+from minisci.report.bootstrap import paired_bootstrap, seed_bootstrap
+from minisci.tasks.classification import CLASSIFICATION
+from minisci.tasks.counting import f1 as f1_from_counts
 
 
 def synthetic_arms(rng, n=1000, seeds=3, seed_sd=0.02, effect=0.0):
@@ -47,10 +42,11 @@ def test_one_seed_is_the_paired_bootstrap_bit_for_bit():
 def test_summary_per_seed_and_per_arm():
     rows = [{"gold": "x", "pred": "x"}, {"gold": "y", "pred": "x"}, {"gold": "y", "pred": "y"}]
     worse = [dict(r, pred="x") for r in rows]
-    a = [classification_counts(worse, ["x", "y"]), classification_counts(rows, ["x", "y"])]
-    b = [classification_counts(rows, ["x", "y"])] * 2
-    res = seed_bootstrap(a, b, lambda c: macro_f1_from_counts(c, 2), 200, seed=0)
-    f_worse, f_rows = (float(macro_f1_from_counts(x.sum(0), 2)) for x in a)
+    a = [CLASSIFICATION.counts(worse, ["x", "y"]), CLASSIFICATION.counts(rows, ["x", "y"])]
+    b = [CLASSIFICATION.counts(rows, ["x", "y"])] * 2
+    macro_f1 = CLASSIFICATION.headline(2)
+    res = seed_bootstrap(a, b, macro_f1, 200, seed=0)
+    f_worse, f_rows = (float(macro_f1(x.sum(0))) for x in a)
     assert res["seed_differences"] == [round(f_rows - f_worse, 4), 0.0]
     assert res["seeds_b_better"] == 1 and res["mean_b"] == round(f_rows, 4)
     assert res["sd_a"] == round(float(np.std([f_worse, f_rows], ddof=1)), 4)

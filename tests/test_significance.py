@@ -1,13 +1,15 @@
 import numpy as np
 import pytest
 
-from minisci.report.bootstrap import (
-    classification_counts,
-    f1_from_counts,
-    macro_f1_from_counts,
-    ner_counts,
-    paired_bootstrap,
-)
+from minisci.report.bootstrap import paired_bootstrap
+from minisci.tasks.classification import CLASSIFICATION
+from minisci.tasks.counting import f1 as f1_from_counts
+from minisci.tasks.ner import NER
+
+
+def ner_counts(rows):
+    """Per sentence [tp, predicted, gold] of the one entity type "E" (the NER kind's counts)."""
+    return NER.counts(rows, ["E"])
 
 
 def ner_rows(n, hit_rate, seed):
@@ -51,9 +53,10 @@ def test_deterministic_for_a_seed():
 def test_classification_counts_and_macro_f1():
     labels = ["x", "y"]
     rows = [{"gold": "x", "pred": "x"}, {"gold": "x", "pred": "y"}, {"gold": "y", "pred": "y"}]
-    c = classification_counts(rows, labels).sum(0)
-    # x: tp 1, fp 0, fn 1 -> F1 2/3; y: tp 1, fp 1, fn 0 -> F1 2/3
-    assert c[0] == 2 and macro_f1_from_counts(c, 2) == pytest.approx(2 / 3)
+    c = CLASSIFICATION.counts(rows, labels).sum(0)
+    # x: tp 1, predicted 1, gold 2 -> F1 2/3; y: tp 1, predicted 2, gold 1 -> F1 2/3
+    assert list(c) == [1, 1, 2, 1, 2, 1] and CLASSIFICATION.headline(2)(c) == pytest.approx(2 / 3)
+    assert CLASSIFICATION.scores(2)["accuracy"](c) == pytest.approx(2 / 3)
 
 
 def test_mismatched_examples_raise():

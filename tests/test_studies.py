@@ -12,8 +12,9 @@ from conftest import REPO, git_dvc_project, run
 
 from minisci.errors import MinisciError
 from minisci.report import studies
-from minisci.report.bootstrap import classification_counts, macro_f1_from_counts
 from minisci.report.experiments import experiment_rows, experiments_table, spec_commands
+from minisci.tasks.classification import CLASSIFICATION
+from minisci.tasks.ner import NER
 
 SAMPLE = REPO / "tests" / "fixtures" / "dvc_exp_show.json"
 
@@ -119,13 +120,13 @@ def test_scores_per_seed_and_type():
     gold = [["B-A", "I-A", "O", "B-B"]] * 4
     seed1 = [["B-A", "I-A", "O", "O"]] * 4  # every B missed: A perfect, B recall 0
     seed2 = [["B-A", "O", "O", "B-B"]] * 4  # A cut short: a false positive and a miss
-    summary, overall, per_type = studies.score_side(gold, [seed1, seed2], ["A", "B"])
+    summary, overall, per_type = studies.score_side(NER, gold, [seed1, seed2], ["A", "B"], ["A", "B"])
     assert summary["per_seed"]["precision"] == [1.0, 0.5]
     assert summary["per_seed"]["recall"] == [0.5, 0.5]
     assert summary["f1"]["mean"] == pytest.approx((2 / 3 + 0.5) / 2, abs=1e-4)
     assert summary["per_type"]["B"]["f1"]["mean"] == pytest.approx(0.5)  # 0 and 1
     assert summary["per_type"]["A"]["support"] == 4
-    np.testing.assert_array_equal(overall[0].sum(0), [4, 4, 8])
+    np.testing.assert_array_equal(overall[0].sum(0), [4, 4, 4, 0, 0, 4])  # [tp, predicted, gold] of A, then B
 
 
 TOY_STAGE = """\
@@ -313,10 +314,10 @@ def test_classification_study_scores_macro_f1_and_accuracy(monkeypatch):
     assert result["b"]["per_seed"]["f1"] == [round((1 + 6 / 7 + 0) / 3, 4), 1.0]
     assert result["b"]["per_seed"]["accuracy"] == [0.9, 1.0]
     assert result["b"]["per_type"]["method"]["recall"]["mean"] == 1.0
-    # the same macro-F1 as the export stage's counting (minisci.report.bootstrap)
+    # the same macro-F1 as the export stage's counting (the kind's, minisci.tasks)
     for seed, pred in pred_b.items():
-        c = classification_counts([{"gold": g, "pred": p} for g, p in zip(gold, pred)], labels).sum(0)
-        assert result["b"]["per_seed"]["f1"][int(seed) - 1] == round(float(macro_f1_from_counts(c, 3)), 4)
+        c = CLASSIFICATION.counts([{"gold": g, "pred": p} for g, p in zip(gold, pred)], labels).sum(0)
+        assert result["b"]["per_seed"]["f1"][int(seed) - 1] == round(float(CLASSIFICATION.headline(3)(c)), 4)
     d = result["delta"]
     assert d["f1"]["difference"] == pytest.approx((1 + 6 / 7) / 6 + 0.5 - 1.8 / 3, abs=1e-4)
     assert d["accuracy"]["difference"] == pytest.approx(0.25) and d["f1"]["seeds_b_better"] == 2
@@ -336,11 +337,11 @@ def test_classification_study_averages_over_the_labels_in_gold_as_the_stage_does
     gold = ["background", "background", "method", "result"]
     pred_a = ["background", "method", "method", "result"]
     pred_b = ["background", "other", "method", "result"]  # "other" never occurs in gold
-    sc = studies.scoring("classification", gold, [pred_a, pred_b], labels)
-    assert sc.items == ["background", "method", "result"]
+    items, types = studies.items_and_types(CLASSIFICATION, gold, [pred_a, pred_b], labels)
+    assert items == types == ["background", "method", "result"]
     for pred in (pred_a, pred_b):
         expected = classification_scores(gold, pred, labels)["macro_f1"]
-        assert round(float(sc.scores["f1"](sc.count(gold, pred).sum(0))), 4) == expected
+        assert round(float(CLASSIFICATION.headline(3)(CLASSIFICATION.count(gold, pred, items).sum(0))), 4) == expected
 
 
 def test_a_study_of_an_unknown_task_is_one_line_error():

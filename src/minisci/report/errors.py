@@ -22,7 +22,9 @@ an error. Missed and spurious strings are the gold and predicted spans that are 
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from collections.abc import Callable
 
 from minisci.data.readers import spans
 
@@ -133,20 +135,27 @@ def ner_found(row: dict) -> dict:
     return {g: _majority(h) for g, h in found.items()}
 
 
-def arm_differences(task: str, rows_a: list[dict], rows_b: list[dict], texts: list[str] | None, top: int) -> dict:
-    """Test entities (NER) or examples (classification) that one arm gets right and the other wrong,
-    each arm judged by the majority of its seeds: counts both ways and the first ``top`` of each."""
+def entity_judgements(ra: dict, rb: dict, texts: list[str] | None) -> list[tuple]:
+    """Each gold entity of a test sentence: (entity, found by a, found by b, what, where)."""
+    fa, fb = ner_found(ra), ner_found(rb)
+    return [(g, fa[g], fb[g], f"{_text(ra['tokens'], g)} ({g[0]})", ra["sentence"]) for g in fa]
+
+
+def example_judgements(ra: dict, rb: dict, texts: list[str] | None) -> list[tuple]:
+    """A test example: (None, a right, b right, what, where)."""
+    right_a = _majority([p == ra["gold"] for p in _seed_preds(ra)])
+    right_b = _majority([p == rb["gold"] for p in _seed_preds(rb)])
+    text = texts[ra["i"]] if texts else ""
+    return [(None, right_a, right_b, f"[{ra['gold']}] {text}", ra["i"])]
+
+
+def arm_differences(judge, rows_a: list[dict], rows_b: list[dict], texts: list[str] | None, top: int) -> dict:
+    """Test items (``judge``: :func:`entity_judgements` or :func:`example_judgements`) that one arm gets
+    right and the other wrong, each arm judged by the majority of its seeds: counts both ways and the
+    first ``top`` of each."""
     a_only, b_only, both, neither = [], [], 0, 0
     for ra, rb in zip(rows_a, rows_b):
-        if task == "ner":
-            fa, fb = ner_found(ra), ner_found(rb)
-            items = [(g, fa[g], fb[g], f"{_text(ra['tokens'], g)} ({g[0]})", ra["sentence"]) for g in fa]
-        else:
-            right_a = _majority([p == ra["gold"] for p in _seed_preds(ra)])
-            right_b = _majority([p == rb["gold"] for p in _seed_preds(rb)])
-            text = texts[ra["i"]] if texts else ""
-            items = [(None, right_a, right_b, f"[{ra['gold']}] {text}", ra["i"])]
-        for _key, ok_a, ok_b, what, where in items:
+        for _key, ok_a, ok_b, what, where in judge(ra, rb, texts):
             both += ok_a and ok_b
             neither += not ok_a and not ok_b
             if ok_a != ok_b:
@@ -159,3 +168,33 @@ def arm_differences(task: str, rows_a: list[dict], rows_b: list[dict], texts: li
         "baseline_only_sample": a_only[:top],
         "adapted_only_sample": b_only[:top],
     }
+
+
+# 4. the analyses a task kind names (its ``errors``) ------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+    """How the errors of one kind of prediction are analysed."""
+
+    judge: Callable  # (row a, row b, texts) -> the judged test items, for arm_differences
+    judged: str  # what those items are, in the report
+    arm_errors: Callable  # (test rows, texts or None, labels, top) -> an arm's errors, or None
+    needs_texts: bool  # whether it shows the test texts (read from the prepared data)
+    word_predictions: Callable | None  # (test rows) -> word-level predictions (CoNLL text), or None
+
+
+ANALYSES = {
+    "spans": Analysis(
+        entity_judgements, "gold entities", lambda rows, texts, labels, top: ner_errors(rows, top), False, conll_text
+    ),
+    "examples": Analysis(
+        example_judgements,
+        "test examples",
+        lambda rows, texts, labels, top: (
+            {"confident": confident_errors(rows, texts, labels, top)} if texts is not None else None
+        ),
+        True,
+        None,
+    ),
+}

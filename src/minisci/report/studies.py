@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from minisci.data.readers import spans
 from minisci.errors import MinisciError
 from minisci.io import atomic_path
-from minisci.report.bootstrap import f1_from_counts, seed_bootstrap
+from minisci.report.bootstrap import seed_bootstrap
 from minisci.report.experiments import _params, format_value, read_show
-from minisci.report.export import TASKS
+from minisci.tasks import counting, registry
+from minisci.tasks.kind import TaskKind
 
 ARMS = ("baseline", "adapted")
 DEFAULT_SPEC = "studies.yaml"  # packaged beside this module
@@ -295,116 +295,47 @@ def seed_predictions(rows: list[dict], seeds: list[int]) -> list[list[list[str]]
     return [[r["preds"][str(s)] for r in rows] for s in seeds]
 
 
-def counts(gold: list[list[str]], pred: list[list[str]], etype: str | None = None) -> np.ndarray:
-    """Per sentence [true positives, predicted, gold] entity spans, of one type or all."""
-    out = np.zeros((len(gold), 3))
-    for i, (g, p) in enumerate(zip(gold, pred)):
-        gs = {s for s in spans(g) if etype is None or s[0] == etype}
-        ps = {s for s in spans(p) if etype is None or s[0] == etype}
-        out[i] = (len(gs & ps), len(ps), len(gs))
-    return out
-
-
-def precision_from_counts(c: np.ndarray) -> np.ndarray:
-    return np.where(c[..., 1] > 0, c[..., 0] / np.maximum(c[..., 1], 1e-12), 0.0)
-
-
-def recall_from_counts(c: np.ndarray) -> np.ndarray:
-    return np.where(c[..., 2] > 0, c[..., 0] / np.maximum(c[..., 2], 1e-12), 0.0)
-
-
-SCORES = {"precision": precision_from_counts, "recall": recall_from_counts, "f1": f1_from_counts}
-
-
 def _mean_sd(values: list[float]) -> dict:
     v = np.asarray(values, dtype=float)
     return {"mean": round(float(v.mean()), 4), "sd": round(float(v.std(ddof=1)) if len(v) > 1 else 0.0, 4)}
 
 
-def class_counts(gold: list[str], pred: list[str], label: str) -> np.ndarray:
-    """Per example [true positive, predicted, gold] for one class: the layout of :func:`counts`, so that
-    one class's precision, recall and F1 are the entity functions'."""
-    g = np.array([x == label for x in gold], dtype=bool)
-    p = np.array([x == label for x in pred], dtype=bool)
-    return np.stack([g & p, p, g], axis=1).astype(float)
-
-
-def _per_class(c: np.ndarray, n_classes: int) -> np.ndarray:
-    """Summed counts (..., 3 * n_classes), class after class, as (..., n_classes, 3)."""
-    return c.reshape(*c.shape[:-1], n_classes, 3)
-
-
-def classification_scores(n_classes: int) -> dict:
-    """Macro precision, recall and F1 over the classes, and accuracy, from :func:`class_counts` of every
-    class side by side (accuracy = correct / examples = summed true positives / summed gold)."""
-
-    def macro(f):
-        return lambda c: f(_per_class(c, n_classes)).mean(axis=-1)
-
-    def accuracy(c):
-        k = _per_class(c, n_classes).sum(axis=-2)
-        return np.where(k[..., 2] > 0, k[..., 0] / np.maximum(k[..., 2], 1e-12), 0.0)
-
-    return {name: macro(f) for name, f in SCORES.items()} | {"accuracy": accuracy}
-
-
-@dataclasses.dataclass(frozen=True)
-class Scoring:
-    """How one task's test predictions are counted and scored: the items broken down (entity types or
-    classes), per-example counts of every item together (``item`` None) or of one, and the scores
-    computed from summed counts (``f1`` the headline: entity F1 or macro-F1)."""
-
-    stage: str
-    items: list[str]
-    count: Any  # (gold, pred, item | None) -> per-example counts
-    scores: dict
-
-
-def scoring(task: str, gold: list, preds: list[list], labels: list[str]) -> Scoring:
-    """The scoring of a ``task`` (the catalogue's ner | classification) for the gold labels and every
-    seed's predictions of both sides; ``labels`` are the classification stage's labels (its order)."""
-    if task == "classification":
-        # The stage's rule (minisci.metrics.classification_f1): one fixed class set for both sides, the
-        # dataset's labels with gold support, so a class only one side predicts cannot change the average.
-        in_gold = set(gold)
-        classes = [lab for lab in labels if lab in in_gold] + sorted(in_gold - set(labels))
-
-        def count(g, p, item=None):
-            if item is not None:
-                return class_counts(g, p, item)
-            return np.hstack([class_counts(g, p, lab) for lab in classes])
-
-        return Scoring(TASKS[task].stage, classes, count, classification_scores(len(classes)))
-    types = sorted({s[0] for g in gold for s in spans(g)})
-    return Scoring(TASKS[task].stage, types, counts, SCORES)
+def items_and_types(kind: TaskKind, gold: list, preds: list[list], labels: list[str]) -> tuple[list[str], list[str]]:
+    """The items a study counts (the kind's :attr:`~minisci.tasks.kind.TaskKind.items` over every
+    seed's predictions of both sides) and those it breaks the scores down by: the items with gold
+    support, in the same order."""
+    items = kind.items(gold, preds, labels)
+    support = counting.support(kind.count(gold, gold, items), len(items))
+    return items, [t for t, n in zip(items, support) if n]
 
 
 def score_side(
-    gold: list, preds: list[list], types: list[str], count=counts, scores: dict | None = None
+    kind: TaskKind, gold: list, preds: list[list], items: list[str], types: list[str]
 ) -> tuple[dict, list, dict]:
-    """Per-seed and mean +- sd scores (entity precision, recall and F1 unless ``scores`` says
-    otherwise), overall and per type or class, plus the count arrays."""
-    scores = SCORES if scores is None else scores
-    overall = [count(gold, p) for p in preds]
-    per_type = {t: [count(gold, p, t) for p in preds] for t in types}
+    """Per-seed and mean +- sd scores of the kind (:attr:`~minisci.tasks.kind.TaskKind.scores`),
+    overall and per type or class (precision, recall and F1 of its own counts), plus the count arrays."""
+    scores = kind.scores(len(items))
+    overall = [kind.count(gold, p, items) for p in preds]
+    per_type = {t: [counting.item(c, items.index(t)) for c in overall] for t in types}
     out = {name: _mean_sd([float(f(c.sum(0))) for c in overall]) for name, f in scores.items()}
     out["per_seed"] = {name: [round(float(f(c.sum(0))), 4) for c in overall] for name, f in scores.items()}
     out["per_type"] = {
-        t: {name: _mean_sd([float(f(c.sum(0))) for c in cs]) for name, f in SCORES.items()}
+        t: {name: _mean_sd([float(f(c.sum(0))) for c in cs]) for name, f in counting.SCORES.items()}
         | {"support": int(cs[0][:, 2].sum())}
         for t, cs in per_type.items()
     }
     return out, overall, per_type
 
 
-def task_of(study: Study, index: dict) -> str:
-    """The study dataset's ``task`` in the catalogue of its b side's experiment (ner when unnamed)."""
-    task = ((index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}).get("task") or "ner"
-    if task not in TASKS:
+def task_of(study: Study, index: dict) -> TaskKind:
+    """The kind of the study dataset's ``task`` in the catalogue of its b side's experiment (NER when
+    unnamed: catalogues before the task key)."""
+    task = ((index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}).get("task") or registry.NER.name
+    if task not in registry.KINDS:
         raise MinisciError(
-            f"studies.{study.name}: dataset {study.dataset!r} has task {task!r}, not one of {', '.join(TASKS)}"
+            f"studies.{study.name}: dataset {study.dataset!r} has task {task!r}, not one of {', '.join(registry.names())}"
         )
-    return task
+    return registry.get(task)
 
 
 def load_side(root: Path, side: Side, dataset: str, index: dict, stage: str = "finetune_ner") -> dict:
@@ -431,8 +362,8 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
         states = experiment_states(show)
         missing = {name: states.get(name, "not run") for name in missing}
         return {"title": study.title, "dataset": study.dataset, "status": "not run", "missing": missing}
-    task = task_of(study, index)
-    sides = {k: load_side(root, getattr(study, k), study.dataset, index, TASKS[task].stage) for k in ("a", "b")}
+    kind = task_of(study, index)
+    sides = {k: load_side(root, getattr(study, k), study.dataset, index, kind.stage) for k in ("a", "b")}
     seeds = {k: [int(s) for s in v["metrics"]["seeds"]] for k, v in sides.items()}
     if seeds["a"] != seeds["b"]:
         raise MinisciError(f"studies.{study.name}: the sides have different seeds ({seeds['a']} vs {seeds['b']})")
@@ -440,20 +371,20 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
     if gold != [r["gold"] for r in sides["b"]["rows"]]:
         raise MinisciError(f"studies.{study.name}: the sides were tested on different test sets")
     preds = {k: seed_predictions(v["rows"], seeds[k]) for k, v in sides.items()}
-    sc = scoring(task, gold, [*preds["a"], *preds["b"]], sides["a"]["metrics"].get("labels") or [])
-    types = sc.items
+    labels = sides["a"]["metrics"].get("labels") or []
+    items, types = items_and_types(kind, gold, [*preds["a"], *preds["b"]], labels)
     result = {
         "title": study.title,
         "dataset": study.dataset,
         "status": "done",
         "seeds": seeds["a"],
         "types": types,
-        "task": task,
+        "task": kind.name,
     }
     scored = {}
     for k, v in sides.items():
         side = getattr(study, k)
-        summary, overall, per_type = score_side(gold, preds[k], types, sc.count, sc.scores)
+        summary, overall, per_type = score_side(kind, gold, preds[k], items, types)
         scored[k] = (overall, per_type)
         result[k] = {
             "label": side.label,
@@ -462,15 +393,14 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
             "arm": side.arm,
             "rev": v["rev"][:7],
             "queued_from": index[side.experiment]["commit"][:7],
-            "params": {p: v["params"].get(f"{sc.stage}.{p}") for p in SHOWN_PARAMS},
+            "params": {p: v["params"].get(f"{kind.stage}.{p}") for p in SHOWN_PARAMS},
             **summary,
         }
     (oa, ta), (ob, tb) = scored["a"], scored["b"]
-    result["delta"] = {name: seed_bootstrap(oa, ob, f, resamples, seed) for name, f in sc.scores.items()}
+    scores = kind.scores(len(items))
+    result["delta"] = {name: seed_bootstrap(oa, ob, f, resamples, seed) for name, f in scores.items()}
     if len(types) > 1:
-        result["delta"]["per_type_f1"] = {
-            t: seed_bootstrap(ta[t], tb[t], f1_from_counts, resamples, seed) for t in types
-        }
+        result["delta"]["per_type_f1"] = {t: seed_bootstrap(ta[t], tb[t], counting.f1, resamples, seed) for t in types}
     entry = (index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}
     result["published"] = entry.get("published") or {}
     return result
@@ -494,6 +424,10 @@ def _published(result: dict, metric: str) -> str:
     return ", ".join(f"{system} {_pct(v)}" for system, v in found.items())
 
 
+def item_word_plural(word: str) -> str:
+    return word + ("es" if word.endswith("s") else "s")
+
+
 def _commands(study: Study, spec: Spec) -> list[str]:
     return [spec.experiments[name].shell(queue=True) for name in study.experiments()]
 
@@ -506,18 +440,19 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
         lines += [f"Not run yet: {missing}. Queue and run it with:", "", "```"]
         return "\n".join([*lines, *commands, "dvc queue start", "```", ""])
     a, b = result["a"], result["b"]
-    cls = result.get("task") == "classification"
-    what, item = ("macro-F1", "class") if cls else ("F1", "type")
+    kind = registry.get(result.get("task") or registry.NER.name)
+    what, item, macro = kind.score_word, kind.item_word, kind.average == "macro"
+    accuracy = "accuracy" in result["delta"]
     fifth = (
         ("accuracy", lambda s: _pct(s["accuracy"]["mean"]))
-        if cls
+        if accuracy
         else ("CRF", lambda s: format_value(s["params"]["crf"]))
     )
     lines += [
         f"`{study.dataset}` test set, {len(result['seeds'])} seed(s) {result['seeds']} per side; "
-        f"b − a over paired seeds and test {'examples' if cls else 'sentences'} (seed-aware bootstrap, "
+        f"b − a over paired seeds and test {kind.size_unit} (seed-aware bootstrap, "
         f"{result['delta']['f1']['resamples']} resamples)"
-        + ("; precision, recall and F1 are macro averages over the classes." if cls else "."),
+        + (f"; precision, recall and F1 are macro averages over the {item_word_plural(item)}." if macro else "."),
         "",
         f"| side | what | rev | loss | {fifth[0]} | precision | recall | {what} (mean ± sd) | {what} per seed |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -532,11 +467,11 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
     lines += [
         "",
         f"**{b['label']} − {a['label']}: {what} {_diff(d['f1'])}**; "
-        + (f"accuracy {_diff(d['accuracy'])}; " if cls else "")
+        + (f"accuracy {_diff(d['accuracy'])}; " if accuracy else "")
         + f"precision {_diff(d['precision'])}; "
         f"recall {_diff(d['recall'])}. {b['label']} ahead in {d['f1']['seeds_b_better']} of {d['f1']['seeds']} seeds.",
     ]
-    anchors = _published(result, "macro_f1" if cls else "f1")
+    anchors = _published(result, kind.metric)
     if anchors:
         lines += ["", f"Published test {what} on this set: {anchors}."]
     if "per_type_f1" in d or any(k.startswith("f1.") for k in result.get("published", {})):

@@ -23,6 +23,8 @@ from minisci.errors import DataFormatError, MinisciError
 from minisci.serve.checks import whole_number_problem
 from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
 from minisci.stage import describe
+from minisci.tasks.classification import CLASSIFICATION
+from minisci.tasks.ner import NER
 
 # ANSI/VT escape sequences (CSI, OSC, two-character) and the remaining C0/C1 control characters
 CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|[\x00-\x1f\x7f-\x9f]")
@@ -256,15 +258,15 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     for name, fn, help_ in (
-        ("ner", cmd_ner, "tag biomedical entities (character offsets, type, score)"),
-        ("cite", cmd_cite, "classify citation intent: background / method / result"),
+        (NER.command, cmd_ner, "tag biomedical entities (character offsets, type, score)"),
+        (CLASSIFICATION.command, cmd_cite, "classify citation intent: background / method / result"),
     ):
         sp = add(name, fn, help_)
         sp.add_argument("text", nargs="*", help="texts (default: --file or standard input, one per line)")
         sp.add_argument("--model", required=True, help="fine-tuned model directory")
         sp.add_argument("--file", help="UTF-8 file with one text per line")
         sp.add_argument("--batch-size", type=at_least(1), default=32, help="texts per length-sorted batch")
-        if name == "ner":
+        if fn is cmd_ner:  # only the tagger windows long texts
             sp.add_argument(
                 "--stride",
                 type=at_least(0),
