@@ -172,8 +172,8 @@ def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     git_dvc_project(tmp_path, ["dvc", "exp", "run", "-q", "-n", "welt", "-S", "finetune_ner.loss=welt", "ner"])
     # 2. the report and the log, as a user runs them
     env = {"PYTHONPATH": str(REPO / "src")}
-    log = [sys.executable, "-m", "minisci.report.experiments", "--out", "metrics/experiments.md"]
-    run([*log, "--studies", "metrics/studies.md", "--spec", "spec.yaml"], tmp_path, env=env)
+    log = [sys.executable, "-m", "minisci.report"]  # metrics/experiments.md and metrics/studies.md
+    run([*log, "--spec", "spec.yaml"], tmp_path, env=env)
     result = json.loads((tmp_path / "metrics/studies.json").read_text())
     welt, crf = result["welt_toy"], result["crf_toy"]
     assert crf["status"] == "not run" and crf["missing"] == {"crf": "not run"}
@@ -205,7 +205,7 @@ def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     assert "`dvc exp run -n welt -S finetune_ner.loss=welt ner`" in log_md
     # 3. where the experiment is gone (a fresh clone has no exp refs), the written results are carried
     run(["dvc", "exp", "remove", "welt"], tmp_path)
-    run([*log, "--studies", "metrics/studies.md", "--spec", "spec.yaml"], tmp_path, env=env)
+    run([*log, "--spec", "spec.yaml"], tmp_path, env=env)
     carried = json.loads((tmp_path / "metrics/studies.json").read_text())["welt_toy"]
     assert carried == welt | {"carried": True}
     markdown = (tmp_path / "metrics/studies.md").read_text()
@@ -217,9 +217,9 @@ def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     # ... unless the study now compares other sides, or --no-carry
     other = SPEC | {"studies": SPEC["studies"] | {"welt_toy": SPEC["studies"]["welt_toy"] | {"dataset": "other"}}}
     (tmp_path / "spec2.yaml").write_text(yaml.safe_dump(other))
-    run([*log, "--studies", "metrics/studies.md", "--spec", "spec2.yaml"], tmp_path, env=env)
+    run([*log, "--spec", "spec2.yaml"], tmp_path, env=env)
     assert json.loads((tmp_path / "metrics/studies.json").read_text())["welt_toy"]["status"] == "not run"
-    run([*log, "--studies", "metrics/studies.md", "--spec", "spec.yaml", "--no-carry"], tmp_path, env=env)
+    run([*log, "--spec", "spec.yaml", "--no-carry"], tmp_path, env=env)
     assert json.loads((tmp_path / "metrics/studies.json").read_text())["welt_toy"]["status"] == "not run"
     assert "| welt |" not in (tmp_path / "metrics/experiments.md").read_text()
 

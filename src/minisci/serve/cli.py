@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from minisci.errors import DataFormatError, MinisciError
-from minisci.serve.checks import whole_number_problem
+from minisci.serve.checks import at_least
 from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
 from minisci.stage import describe
 from minisci.tasks.classification import CLASSIFICATION
@@ -170,24 +170,6 @@ def cmd_reviewers(args) -> None:
 
 
 # Options ----------------------------------------------------------------------------------------------
-
-
-def at_least(low: int, high: int | None = None):
-    """An argparse type: a whole number in ``[low, high]`` (``-k -3`` is an error, not Python
-    slicing), checked by the same function as the Python API's arguments."""
-
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-        problem = whole_number_problem(n, low, high)
-        if problem:
-            raise argparse.ArgumentTypeError(problem)
-        return n
-
-    parse.__name__ = f"integer >= {low}"
-    return parse
 
 
 class Parser(argparse.ArgumentParser):

@@ -137,8 +137,7 @@ def add_demo_parser(sub) -> None:
     help_ = "start a local web page on the models: NER, citation intent, semantic search, reviewers"
     sp = sub.add_parser("demo", help=help_, description=help_, parents=[page_parser()])
     sp.add_argument("--host", default="127.0.0.1", help="address to serve on (default: this machine only)")
-    from minisci.serve.checks import PORTS
-    from minisci.serve.cli import at_least
+    from minisci.serve.checks import PORTS, at_least
 
     sp.add_argument("--port", type=at_least(*PORTS), default=8501, help=f"port to serve on ({PORTS[0]}-{PORTS[1]})")
     sp.set_defaults(fn=run_demo)
