@@ -71,7 +71,7 @@ from minisci.data.readers import Prepared, load_prepared
 from minisci.errors import ConfigError
 from minisci.finetune.common import WeightedLossTrainer, build_trainer, class_weights, score
 from minisci.serve.models import read_config
-from minisci.stage import run_stage
+from minisci.stage import run_command
 from minisci.tasks import registry
 from minisci.tasks.kind import TaskKind
 from minisci.training import resolve_precision
@@ -518,4 +518,4 @@ def drift_line(reference: list[dict], changed: list[dict], score_name: str, chan
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1
+    sys.exit(run_command(main))  # a missing model, data or params file: one line, exit 1

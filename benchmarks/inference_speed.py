@@ -40,7 +40,7 @@ from transformers.utils import logging as hf_logging
 from minisci.data.readers import NerSentence, load_prepared, spans
 from minisci.serve.inference import classify, tag, text_classifier, token_classifier
 from minisci.serve.precision import PRECISIONS
-from minisci.stage import run_stage
+from minisci.stage import run_command
 from minisci.tasks.classification import CLASSIFICATION
 from minisci.tasks.ner import NER
 
@@ -224,4 +224,4 @@ def peer_pipelines(pipe, work_dir: str, which: str, batch_size: int) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1
+    sys.exit(run_command(main))  # a missing model, data or params file: one line, exit 1

@@ -181,7 +181,6 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
         shutil.copy(REPO / name, root / name)
     for name in ("stages", "src"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    shutil.copytree(REPO / "plots" / "template", root / "plots" / "template")  # dvc.yaml's plot templates
     (root / "data").mkdir()
     fixture_manifest(root / "data" / "manifest.tsv")
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides), sort_keys=False))
@@ -190,6 +189,7 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
     run(["git", "config", "user.name", "test"], root)
     run(["dvc", "init", "-q"], root)
     run(["dvc", "config", "core.analytics", "false"], root)
+    shutil.copytree(REPO / ".dvc" / "plots", root / ".dvc" / "plots")  # dvc.yaml's plot templates
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "init"], root)
     return root

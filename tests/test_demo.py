@@ -46,11 +46,11 @@ def index_dir(tmp_path_factory, tiny_model_dir):
 
 
 def test_text_checks():
-    assert demo.check_text("  aspirin \n") == "aspirin"
+    assert demo.page_text("  aspirin \n") == "aspirin"
     with pytest.raises(MinisciError, match="Type or paste a text first"):
-        demo.check_text(" \n ")
+        demo.page_text(" \n ")
     with pytest.raises(MinisciError, match=r"1,048,576 characters; the page takes at most 100,000\. Use `minisci ner"):
-        demo.check_text("x" * 2**20)
+        demo.page_text("x" * 2**20)
 
 
 def test_entities_are_escaped_and_highlighted():
@@ -178,9 +178,9 @@ def test_entity_table_shows_the_input_text_not_the_lower_cased_pieces():
 
 def test_messages_use_the_right_article():
     with pytest.raises(MinisciError, match="^Type or paste an abstract first.$"):
-        demo.check_text("  ", "abstract")
+        demo.page_text("  ", "abstract")
     with pytest.raises(MinisciError, match="^Type or paste a query first.$"):
-        demo.check_text("", "query")
+        demo.page_text("", "query")
 
 
 # 2. the page in a real browser

@@ -203,10 +203,10 @@ def test_whole_torch_and_safetensors_files_pass_the_check(tmp_path):
 def test_write_curves_replaces_the_folder_whole(tmp_path):
     plots = tmp_path / "plots"
     write_curves([{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0}], plots, ("loss",))
-    assert (plots / "plots/metrics/loss.tsv").is_file() and (plots / OUTPUT_MARKER).is_file()
+    assert (plots / "curves/loss.tsv").is_file() and (plots / OUTPUT_MARKER).is_file()
     with pytest.raises(TypeError):  # a failure while writing keeps the previous curves
         write_curves([{"step": 1, "loss": object()}], plots, ("loss",))
-    assert (plots / "plots/metrics/loss.tsv").read_text().count("\n") == 3
+    assert (plots / "curves/loss.tsv").read_text().count("\n") == 3
     assert [p.name for p in tmp_path.iterdir()] == ["plots"]
 
 

@@ -118,7 +118,7 @@ TIMED = {
     "metrics/sample_corpus.json",
     "metrics/make_pairs.json",
     "metrics/pretrain.json",
-    "plots/pretrain/plots/metrics",
+    "plots/pretrain/curves",
     "metrics/finetune_ner/bc5cdr/baseline.json",
     "metrics/finetune_ner/bc5cdr/adapted.json",
     "metrics/finetune_classification/scicite/baseline.json",

@@ -50,7 +50,7 @@ def test_dvc_repro_pretrain_tiny_model(tmp_path):
     m = json.loads((proj / "metrics/pretrain.json").read_text())
     assert m["train"]["steps"] == 12 and m["after"]["pairs"] == 12
     assert (proj / "models/adapted/model.safetensors").is_file()
-    assert (proj / "plots/pretrain/plots/metrics/loss.tsv").is_file()
+    assert (proj / "plots/pretrain/curves/loss.tsv").is_file()
     assert "up to date" in run(["dvc", "status", "pretrain"], proj).stdout
     # The persist checkpoint directory survives, and a re-run of a finished run does nothing.
     assert any((proj / "models/pretrain_checkpoints").glob("checkpoint-*"))

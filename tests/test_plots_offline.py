@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from conftest import REPO, run
 
-TEMPLATE = REPO / "plots" / "template" / "offline.html"
+TEMPLATE = REPO / ".dvc" / "plots" / "offline.html"
 
 
 def test_template_is_self_contained():
@@ -17,7 +17,7 @@ def test_template_is_self_contained():
     assert "{plot_divs}" in html and "{scripts}" not in html  # DVC's CDN script tags never get in
     assert not re.search(r"<script[^>]+src=", html)
     assert "vegaEmbed" in html
-    assert "html_template = ../plots/template/offline.html" in (REPO / ".dvc" / "config").read_text()
+    assert "html_template = plots/offline.html" in (REPO / ".dvc" / "config").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ def test_tiny_model_learns_and_stage_writes_hf_model(tmp_path):
     assert m["after"]["mlm_accuracy"] > m["before"]["mlm_accuracy"] + 0.1  # 10-word vocabulary
     encoder = AutoModel.from_pretrained(tmp_path / "adapted", use_safetensors=True)
     assert encoder.config.hidden_size == 32
-    curves = tmp_path / "plots-adapted/plots/metrics"
+    curves = tmp_path / "plots-adapted/curves"
     for key in ("loss", "mlm_loss", "nsp_loss", "learning_rate", "head_learning_rate", "tokens_per_second"):
         assert (curves / f"{key}.tsv").is_file(), key
     losses = [float(line.split("\t")[-1]) for line in (curves / "loss.tsv").read_text().splitlines()[1:]]

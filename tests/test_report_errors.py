@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from minisci.report.errors import (
+from minisci.report.error_analysis import (
     arm_differences,
     confident_errors,
     conll_text,

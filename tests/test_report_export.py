@@ -17,7 +17,7 @@ from minisci.config import ExportMetricsConfig
 from minisci.metrics.classification_f1 import classification_scores
 from minisci.metrics.ner_f1 import ner_scores
 from minisci.report import export
-from minisci.report.errors import read_conll_predictions
+from minisci.report.error_analysis import read_conll_predictions
 from minisci.tasks import registry
 
 CFG = ExportMetricsConfig(
@@ -94,7 +94,7 @@ def synthetic_run(root: Path, ner_name: str = "toyner", cls_name: str = "toycls"
         _write(models / "finetune_ner" / ner_name / arm / "test_predictions.jsonl", _jsonl(rows))
         for curve, field in (("dev_f1", "dev_f1"), ("loss", "loss")):
             _write(
-                plots / "finetune_ner" / ner_name / arm / "plots/metrics" / f"{curve}.tsv",
+                plots / "finetune_ner" / ner_name / arm / "curves" / f"{curve}.tsv",
                 f"step\t{field}\n10\t{0.5 if arm == 'baseline' else 0.6}\n20\t0.7\n",
             )
     # 2. classification: texts in data/prepared, probabilities for the first seed
@@ -155,7 +155,7 @@ def synthetic_run(root: Path, ner_name: str = "toyner", cls_name: str = "toycls"
         metrics / "finetune_embeddings.json",
         json.dumps({**emb, "encoder_dir": "models/adapted", "eval_pairs": 30, "train_pairs": 100}),
     )
-    _write(plots / "pretrain/plots/metrics/loss.tsv", "step\tloss\n1\t9.0\n2\t8.0\n")
+    _write(plots / "pretrain/curves/loss.tsv", "step\tloss\n1\t9.0\n2\t8.0\n")
     runs = {"ner": [ner_name], "classification": [cls_name]}
     return export.collect(metrics, models, CFG, runs, {}, prepared, "my-org/my-encoder")
 
@@ -323,7 +323,7 @@ def test_top_level_plots_follow_the_datasets_that_ran(run_data, tmp_path):
     export.write_compare_plots(data, root / "plots", tmp_path)
     # the dataset is not called bc5cdr: the fixed paths hold its curves all the same
     assert (tmp_path / "ner/adapted/dev_f1.tsv").read_text() == (
-        root / "plots/finetune_ner/toyner/adapted/plots/metrics/dev_f1.tsv"
+        root / "plots/finetune_ner/toyner/adapted/curves/dev_f1.tsv"
     ).read_text()
     assert (tmp_path / "classification/baseline/loss.tsv").read_text() == "step\tloss\n"  # not written: header only
     kinds = json.loads((tmp_path / "error_kinds/baseline.json").read_text())

@@ -32,11 +32,11 @@ from minisci.training import (
     check_at_load,
     check_unk_rate,
     checkpoint_to_resume,
-    fingerprint,
     live_callback,
     quiet_load_reports,
     report_random_init,
     run_environment,
+    run_id,
     train_or_restore,
     training_arguments,
     write_curves,
@@ -188,11 +188,11 @@ class DevSelection(TrainerCallback):
         return self.best
 
 
-def run_fingerprint(cfg, seed: int, model_dir: str | Path, data: object) -> str:
+def finetune_run_id(cfg, seed: int, model_dir: str | Path, data: object) -> str:
     """What makes two fine-tuning runs the same: params, seed, base weights and the data."""
     model_dir = Path(model_dir)
     weights = {p.name: sha256_file(p) for p in sorted(model_dir.glob("*.safetensors")) + [model_dir / "config.json"]}
-    return fingerprint(dataclasses.asdict(cfg), seed, weights, data)
+    return run_id(dataclasses.asdict(cfg), seed, weights, data)
 
 
 def build_trainer(
@@ -264,7 +264,7 @@ def fit_and_select(
     trainer = build_trainer(
         model, tokenizer, train_ds, collator, class_weights, cfg, seed, work_dir, callbacks=[selection]
     )
-    resume = checkpoint_to_resume(work_dir, run_fingerprint(cfg, seed, model_dir, data))
+    resume = checkpoint_to_resume(work_dir, finetune_run_id(cfg, seed, model_dir, data))
     step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
     selection.resume(step)  # step 0: a fresh start; clears what a run killed before its first checkpoint left
     if resume is not None:
@@ -274,7 +274,7 @@ def fit_and_select(
     return selection.restore(model), selection.history, trainer.state.log_history
 
 
-def load_task_model(model_cls, model_dir: str | Path, where: str, **config):
+def load_head_model(model_cls, model_dir: str | Path, where: str, **config):
     """``model_cls`` (a task head class) from the encoder in ``model_dir`` with ``config`` overrides,
     safetensors only, no remote code; the weights that start random named in one line (instead of
     transformers' load report)."""
@@ -381,7 +381,7 @@ def train_one_seed(kind: TaskKind, model_dir: Path, tokenizer, data, cfg, seed: 
     set_seed(seed)
     splits, labels = data.splits, kind.model_labels(data.labels)
     id2label = dict(enumerate(labels))
-    model = load_task_model(
+    model = load_head_model(
         head_class(kind, cfg),
         model_dir,
         kind.stage,

@@ -14,7 +14,11 @@ from pathlib import Path
 from minisci.config import FinetuneNerConfig
 from minisci.data.readers import load_prepared
 from minisci.finetune.common import FinetuneResult, run_seeds
+from minisci.metrics import ner_f1  # noqa: F401  (see below)
 from minisci.tasks.ner import NER
+
+# The metric module is imported here, before any seed is set, not first when dev is scored: importing
+# it (scikit-learn) draws from Python's global random state, which the checkpoints save and restore.
 
 
 def run_finetune_ner(

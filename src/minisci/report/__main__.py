@@ -68,6 +68,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from minisci.stage import run_stage
+    from minisci.stage import run_command
 
-    sys.exit(run_stage(main))
+    sys.exit(run_command(main))

@@ -240,6 +240,6 @@ def write_log(show: list[dict], out: Path, spec, patterns: tuple[str, ...], metr
 
 
 if __name__ == "__main__":
-    from minisci.stage import run_stage
+    from minisci.stage import run_command
 
-    sys.exit(run_stage(main))
+    sys.exit(run_command(main))

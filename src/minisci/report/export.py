@@ -31,11 +31,12 @@ from minisci.report.bootstrap import (
     seeds_for_margin,
     verdict,
 )
-from minisci.report.errors import ANALYSES, NER_KINDS, arm_differences
+from minisci.report.error_analysis import ANALYSES, NER_KINDS, arm_differences
 from minisci.tasks import registry
 from minisci.tasks.kind import TaskKind
 
 ARMS = ("baseline", "adapted")
+CURVES = "curves"  # the training curves' folder in a stage's plots (minisci.training.write_curves)
 
 
 def _pct(x: float) -> str:
@@ -409,7 +410,7 @@ def _error_rows(task: str, ds: str, t: dict) -> list[str]:
         lines += [
             f"Error kinds of each saved model (seed {seed}), entity spans: "
             + ", ".join(NER_KINDS).replace("_", " ")
-            + " (defined in `src/minisci/report/errors.py`). Word-level predictions: "
+            + " (defined in `src/minisci/report/error_analysis.py`). Word-level predictions: "
             f"`{ds}/baseline.conll`, `{ds}/adapted.conll` in the predictions folder.",
             "",
             "| arm | correct | " + " | ".join(k.replace("_", " ") for k in NER_KINDS) + " |",
@@ -606,14 +607,14 @@ def _loss_chart(plt, plots_dir: Path, path: Path) -> None:
     """Training loss, one axis per training task (pretraining, each fine-tuning task), since their
     scales differ by an order of magnitude."""
     groups: dict[str, list[Path]] = {}
-    for curve in sorted(plots_dir.glob("**/plots/metrics/loss.tsv")):
-        run = curve.parents[2].relative_to(plots_dir).as_posix()
+    for curve in sorted(plots_dir.glob(f"**/{CURVES}/loss.tsv")):
+        run = curve.parents[1].relative_to(plots_dir).as_posix()
         groups.setdefault(run.split("/")[0], []).append(curve)
     fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(4.2 * max(1, len(groups)), 3.8), squeeze=False)
     for ax, (group, curves) in zip(axes[0], sorted(groups.items(), key=lambda g: g[0] != "pretrain")):
         for curve in curves:
             rows = [line.split("\t") for line in curve.read_text().splitlines()[1:]]
-            label = curve.parents[2].relative_to(plots_dir / group).as_posix()
+            label = curve.parents[1].relative_to(plots_dir / group).as_posix()
             ax.plot([int(r[0]) for r in rows], [float(r[-1]) for r in rows], label=label if label != "." else group)
         ax.set_title(group.replace("_", " "), fontsize=9)
         ax.set_xlabel("step")
@@ -685,7 +686,7 @@ def write_compare_plots(data: dict, plots_dir: Path, out: Path) -> None:
         first = next((ds for (tk, ds) in data["tasks"] if tk == task), None)
         for arm in ARMS:
             for curve in spec.curves:
-                src = plots_dir / spec.stage / str(first) / arm / "plots" / "metrics" / f"{curve}.tsv"
+                src = plots_dir / spec.stage / str(first) / arm / CURVES / f"{curve}.tsv"
                 dst = out / task / arm / f"{curve}.tsv"
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 # a task that did not run gets a header only, so the declared plot stays valid

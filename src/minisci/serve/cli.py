@@ -22,7 +22,7 @@ from pathlib import Path
 from minisci.errors import DataFormatError, MinisciError
 from minisci.serve.checks import at_least
 from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
-from minisci.stage import describe
+from minisci.stage import run_command
 from minisci.tasks.classification import CLASSIFICATION
 from minisci.tasks.ner import NER
 
@@ -330,21 +330,12 @@ LIBRARY_ERRORS = (OSError, ValueError, KeyError, UnicodeDecodeError)
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Every failure is one line on stderr: exit 2 for bad options (argparse), 1 otherwise."""
+    return run_command(_run, argv, library_errors=LIBRARY_ERRORS)
+
+
+def _run(argv: list[str] | None) -> None:
     args = build_parser().parse_args(argv)
-    try:
-        args.fn(args)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:
-        message = describe(e)  # the stages' own translation of user-fixable errors
-        if message is None and isinstance(e, LIBRARY_ERRORS):  # a library error with no file to name
-            message = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
-        if message is None:
-            raise
-        print(f"error: {message}", file=sys.stderr)
-        return 1
-    return 0
+    args.fn(args)
 
 
 if __name__ == "__main__":

@@ -149,7 +149,7 @@ def run_demo(args) -> None:
         raise MinisciError(f"the demo page stopped with exit code {code}")
 
 
-def check_text(text: str | None, what: str = "text", cli: str = "minisci ner --file") -> str:
+def page_text(text: str | None, what: str = "text", cli: str = "minisci ner --file") -> str:
     """The text, stripped, or a one-line error for an empty or too long one."""
     text = (text or "").strip()
     if not text:

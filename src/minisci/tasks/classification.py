@@ -9,11 +9,13 @@ so a class only one model predicts cannot change the average. Counts: per exampl
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from minisci.data.readers import Example
-from minisci.tasks import counting
 from minisci.tasks.kind import TaskKind
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def encode(examples: list[Example], tokenizer, label2id: dict[str, int], max_length: int) -> list[dict]:
@@ -81,6 +83,8 @@ def count_items(gold: list[str], preds: list[list[str]], labels: list[str]) -> l
 
 def count(gold: list[str], pred: list[str], items: list[str]) -> np.ndarray:
     """Per example and class: [true positive, predicted, gold]."""
+    import numpy as np
+
     g, p = np.array(gold, dtype=object), np.array(pred, dtype=object)
     cols = []
     for lab in items:
@@ -91,6 +95,8 @@ def count(gold: list[str], pred: list[str], items: list[str]) -> np.ndarray:
 
 def scores(n_items: int) -> dict:
     """Macro precision, recall and F1 over the classes, and accuracy (summed true positives / summed gold)."""
+    from minisci.tasks import counting
+
     return {name: counting.macro(f, n_items) for name, f in counting.SCORES.items()} | {
         "accuracy": counting.micro(counting.recall, n_items)
     }

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +42,7 @@ class TaskKind:
     score: Callable  # (examples, predicted labels, labels) -> the stage's metrics
     describe: Callable  # (data, cfg, tokenizer) -> extra metrics about the data
     rows: Callable  # (examples, predictions) -> test prediction rows
-    identity: Callable  # (example) -> what identifies it in the checkpoint fingerprint
+    identity: Callable  # (example) -> what identifies it in the run id (resume)
     trim_dev: Callable  # (dev metrics) -> what dev_per_epoch keeps
     weights_in_metrics: bool  # whether the stage's metrics record the class weights
     # counts and scores (the layout of the module docstring)
@@ -60,7 +62,7 @@ class TaskKind:
     curves: tuple[str, ...]  # training curves overlaid for both arms in the top-level DVC plots
     report_labels: Callable  # (arms' metrics, arms' test rows) -> the labels the comparison counts over
     label_counts: str  # the per-label counts of a split in dataset.json: entities_per_type | per_label
-    errors: str  # the error analysis of minisci.report.errors.ANALYSES: spans | examples
+    errors: str  # the error analysis of minisci.report.error_analysis.ANALYSES: spans | examples
 
     def counts(self, rows: list[dict], items: list[str]) -> np.ndarray:
         """Per-example counts of test prediction rows (``gold`` and ``pred`` of each)."""

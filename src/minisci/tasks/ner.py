@@ -20,13 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from minisci.data.readers import NerSentence, spans, to_iob2
-from minisci.tasks import counting
 from minisci.tasks.kind import TaskKind
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 IGNORE = -100
@@ -217,6 +215,8 @@ def count_items(gold: list[list[str]], preds: list[list[list[str]]], labels: lis
 
 def count(gold: list[list[str]], pred: list[list[str]], items: list[str]) -> np.ndarray:
     """Per sentence and type: [true positives, predicted, gold] exact typed spans."""
+    import numpy as np
+
     where = {t: i for i, t in enumerate(items)}
     out = np.zeros((len(gold), 3 * len(items)))
     for i, (g, p) in enumerate(zip(gold, pred)):
@@ -232,6 +232,8 @@ def count(gold: list[list[str]], pred: list[list[str]], items: list[str]) -> np.
 
 def scores(n_items: int) -> dict:
     """Entity precision, recall and F1 pooled over the types (micro)."""
+    from minisci.tasks import counting
+
     return {name: counting.micro(f, n_items) for name, f in counting.SCORES.items()}
 
 
