@@ -3,6 +3,7 @@ import logging
 
 import numpy as np
 import pytest
+from helpers import ner_texts, strip
 
 from minisci.data.readers import load_prepared
 from minisci.encoding import embed
@@ -10,14 +11,6 @@ from minisci.errors import DataFormatError, MinisciError
 from minisci.serve import cli
 from minisci.serve.inference import classify, tag, text_classifier, token_classifier
 from minisci.serve.search import load_encoder, read_collection, recommend_reviewers, search
-
-
-def ner_texts(data, n=40):
-    return [" ".join(s.tokens) for s in load_prepared(data).splits["test"][:n]]
-
-
-def strip(entities):
-    return [(e["entity_group"], e["start"], e["end"], e["word"]) for e in entities]
 
 
 def test_ner_batched_equals_pipeline(tiny_finetuned):

@@ -1,16 +1,13 @@
 import json
 import shutil
-import sys
 
 import pytest
-from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, REPO, prepare, tiny_params
+import sample_corpus as stage  # noqa: E402
+from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, prepare, tiny_params
 
 from minisci.config import SampleCorpusConfig, from_dict
 from minisci.data.corpus import SentenceIndex, normalise_words, punkt_from_json, sample_corpus
 from minisci.errors import ConfigError, DataFormatError
-
-sys.path.insert(0, str(REPO / "stages"))
-import sample_corpus as stage  # noqa: E402
 
 
 def cfg(**kw):

@@ -84,7 +84,7 @@ def test_word_level_gathers_first_pieces():
 
 
 def test_tiny_model_with_crf_learns_and_decodes_valid_spans(tmp_path, tiny_model_dir):
-    from test_ner import ner_cfg
+    from helpers import ner_cfg
 
     data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
     r = run_finetune_ner(data, tiny_model_dir, ner_cfg(crf=True), tmp_path / "work")

@@ -12,14 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
+from helpers import KILL_CHILD, NEW, tree, write_old
 
 from minisci.io import OUTPUT_MARKER, atomic_path, recover, sha256_file
 from minisci.stage import run_stage
 from minisci.training import checkpoint_to_resume, write_curves
-
-KILL_CHILD = REPO / "tests" / "kill_child.py"
-OLD = {"a.txt": "old a", "sub/b.txt": "old b"}
-NEW = {"a.txt": "new a", "c.txt": "new c", "sub/d.txt": "new d"}
 
 WRITER = """
 import json, sys
@@ -32,10 +29,6 @@ with atomic_path(sys.argv[1]) as tmp:
 """
 
 
-def tree(path: Path) -> dict[str, str]:
-    return {p.relative_to(path).as_posix(): p.read_text() for p in sorted(path.rglob("*")) if p.is_file()}
-
-
 def child(kill_at: int, *args: str, exchange: bool = True) -> subprocess.CompletedProcess:
     flags = [] if exchange else ["--no-exchange"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
@@ -46,13 +39,6 @@ def child(kill_at: int, *args: str, exchange: bool = True) -> subprocess.Complet
 
 def ops(proc: subprocess.CompletedProcess) -> int:
     return int(proc.stderr.strip().splitlines()[-1].removeprefix("ops="))
-
-
-def write_old(out: Path) -> None:
-    with atomic_path(out) as tmp:
-        for name, text in OLD.items():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            (tmp / name).write_text(text)
 
 
 @pytest.mark.parametrize("exchange", [True, False], ids=["rename-exchange", "move-aside"])

@@ -1,6 +1,6 @@
 import shutil
-import sys
 
+import fetch_data  # noqa: E402
 import pytest
 import yaml
 from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
@@ -9,9 +9,6 @@ from minisci.data.fetch import ManifestEntry, fetch_all, manifest_from_shared, r
 from minisci.errors import FetchError, MinisciError
 from minisci.io import sha256_file
 from minisci.stage import run_stage
-
-sys.path.insert(0, str(REPO / "stages"))
-import fetch_data  # noqa: E402
 
 
 def test_copies_and_verifies_every_file(tmp_path):

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 from conftest import learnable_ner_files, learnable_scicite_files, prepare
-from test_ner import ner_cfg
+from helpers import ner_cfg
 
 from minisci.errors import MinisciError
 from minisci.finetune.classification import run_finetune_classification

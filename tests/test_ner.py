@@ -1,9 +1,8 @@
 import pytest
 import torch
-import yaml
-from conftest import REPO, learnable_ner_files, prepare
+from conftest import learnable_ner_files, prepare
+from helpers import ner_cfg
 
-from minisci.config import FinetuneNerConfig, from_dict
 from minisci.data.readers import NerSentence, load_prepared, read_conll, to_iob2
 from minisci.finetune.common import frequency_weights, welt_weights
 from minisci.finetune.ner import run_finetune_ner
@@ -86,13 +85,6 @@ def test_frequency_weights_hand_computed():
     eff = frequency_weights(values, ["a", "b"], "effective_number", 0.9)
     raw = [(1 - 0.9) / (1 - 0.9**8), (1 - 0.9) / (1 - 0.9**2)]
     assert eff == pytest.approx([r / (sum(raw) / 2) for r in raw])
-
-
-def ner_cfg(**kw):
-    params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_ner"]
-    fast = {"epochs": 6.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5, "crf": False}
-    params.update({**fast, "seeds": [13], **kw})  # one seed, whatever the default's count
-    return from_dict(FinetuneNerConfig, params, "finetune_ner")
 
 
 @pytest.mark.parametrize("loss", ["ce", "welt"])

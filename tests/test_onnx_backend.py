@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from test_cli import ner_texts, strip  # noqa: E402
+from helpers import ner_texts, strip  # noqa: E402
 
 from minisci.data.readers import load_prepared  # noqa: E402
 from minisci.errors import MinisciError  # noqa: E402

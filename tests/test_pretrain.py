@@ -2,7 +2,6 @@
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -10,67 +9,11 @@ import time
 
 import pytest
 import torch
-import yaml
-from conftest import REPO, tiny_params
+from helpers import configs, run_ok, stage_cmd, write_pairs, write_params
 
-from minisci.config import ModelConfig, PretrainConfig, from_dict
 from minisci.pretrain.model import load_pretraining_model
 from minisci.pretrain.trainer import lr_lambdas, run_pretraining
 from minisci.training import checkpoint_to_resume, training_arguments
-
-STAGE = str(REPO / "stages" / "pretrain.py")
-WORDS = "cells protein gene binding kinase receptor expression tumour patients dose".split()
-
-
-def write_pairs(root, n_train=160, n_held=32, seed=0):
-    """Trivially learnable text: each sentence walks the word list from a random start."""
-    rng = random.Random(seed)
-
-    def sentence():
-        k = rng.randrange(len(WORDS))
-        return " ".join(WORDS[(k + i) % len(WORDS)] for i in range(8)) + "."
-
-    root.mkdir(parents=True, exist_ok=True)
-    for name, n in (("train", n_train), ("heldout", n_held)):
-        rows = [{"a": sentence(), "b": sentence(), "label": i % 2, "doc_a": "x", "doc_b": "y"} for i in range(n)]
-        (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return root
-
-
-def configs(**pretrain):
-    p = tiny_params({"pretrain": pretrain})
-    return from_dict(ModelConfig, p["model"], "model"), from_dict(PretrainConfig, p["pretrain"], "pretrain")
-
-
-def stage_cmd(tmp_path, params_path, ckpt="ckpt", out="adapted"):
-    return [
-        sys.executable,
-        STAGE,
-        "--pairs",
-        str(tmp_path / "pairs"),
-        "--out",
-        str(tmp_path / out),
-        "--checkpoints",
-        str(tmp_path / ckpt),
-        "--metrics",
-        str(tmp_path / f"{out}.json"),
-        "--plots",
-        str(tmp_path / f"plots-{out}"),
-        "--params",
-        str(params_path),
-    ]
-
-
-def run_ok(cmd):
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
-
-
-def write_params(tmp_path, **pretrain):
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(tiny_params({"pretrain": pretrain})))
-    return path
 
 
 def test_lr_schedule_holds_the_encoder_during_head_warmup():

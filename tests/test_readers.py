@@ -414,12 +414,9 @@ def test_classification_warnings_missing_class_and_duplicate_json_key(tmp_path):
 
 
 def test_stage_prints_one_warning_line_each(tmp_path, capsys):
-    import sys
 
-    import yaml
-
-    sys.path.insert(0, str(REPO / "stages"))
     import prepare_data as stage
+    import yaml
 
     write_splits(tmp_path, "x\tB-A\n\nq\tB-Typo\n", dev="x\tB-A\n", test="x\tB-A\n")
     entry = {"task": "ner", "dir": str(tmp_path), "splits": SPLITS, "format": "conll"}

@@ -3,8 +3,8 @@ answer, no difference gives p-values close to uniform and a planted difference i
 
 import numpy as np
 import pytest
+from helpers import ner_counts, ner_rows
 from scipy.stats import kstest
-from test_significance import ner_counts, ner_rows
 
 from minisci.report.bootstrap import paired_bootstrap, seed_bootstrap
 from minisci.tasks.classification import CLASSIFICATION

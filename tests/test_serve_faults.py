@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
-from test_faults import KILL_CHILD, NEW, OLD, tree, write_old
+from helpers import KILL_CHILD, NEW, OLD, tree, write_old
 
 from minisci.io import OUTPUT_MARKER, atomic_path, sweep
 

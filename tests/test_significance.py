@@ -1,25 +1,10 @@
 import numpy as np
 import pytest
+from helpers import ner_counts, ner_rows
 
 from minisci.report.bootstrap import paired_bootstrap
 from minisci.tasks.classification import CLASSIFICATION
 from minisci.tasks.counting import f1 as f1_from_counts
-from minisci.tasks.ner import NER
-
-
-def ner_counts(rows):
-    """Per sentence [tp, predicted, gold] of the one entity type "E" (the NER kind's counts)."""
-    return NER.counts(rows, ["E"])
-
-
-def ner_rows(n, hit_rate, seed):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for _ in range(n):
-        gold = ["B-E", "I-E", "O", "B-E", "O"]
-        pred = [t if rng.random() < hit_rate else "O" for t in gold]
-        rows.append({"gold": gold, "pred": pred})
-    return rows
 
 
 def test_identical_predictions_difference_zero_p_one():

@@ -10,8 +10,7 @@ import sys
 import pytest
 import yaml
 from conftest import REPO, learnable_ner_files, prepare, tiny_params
-from test_ner import ner_cfg
-from test_pretrain import configs, stage_cmd, write_pairs
+from helpers import configs, ner_cfg, stage_cmd, write_pairs
 
 from minisci.errors import ConfigError
 from minisci.finetune.common import load_head_model

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 from conftest import TINY_MODEL
-from test_pretrain import configs, run_ok, stage_cmd, write_pairs, write_params
+from helpers import configs, run_ok, stage_cmd, write_pairs, write_params
 
 from minisci.config import ModelConfig, PretrainConfig, from_dict
 from minisci.errors import ConfigError
