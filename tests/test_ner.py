@@ -87,7 +87,8 @@ def test_frequency_weights_hand_computed():
     assert eff == pytest.approx([r / (sum(raw) / 2) for r in raw])
 
 
-@pytest.mark.parametrize("loss", ["ce", "welt"])
+# the weighted loss trains the same way: its run is slow-only (its weights are tested above)
+@pytest.mark.parametrize("loss", ["ce", pytest.param("welt", marks=pytest.mark.slow)])
 def test_tiny_model_learns_a_trivial_ner_set(tmp_path, tiny_model_dir, loss):
     from transformers import pipeline
 
