@@ -1,5 +1,5 @@
 """Are two checkouts' pipelines the same? Run the tiny end-to-end pipeline (the real dvc.yaml and
-stages on tests/conftest.py's tiny params and fixture mirror, as tests/test_pipeline_e2e.py does) of a
+stages on tests/conftest.py's tiny params and fixture mirror, as tests/pipeline/test_e2e.py does) of a
 checkout and write a digest of every output; compare two digests.
 
 Usage:

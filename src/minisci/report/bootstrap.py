@@ -22,7 +22,7 @@ and understate the interval). Interval and p-value are computed from the replica
 the one-seed case. With one seed, step 2 always draws that seed and the result is
 :func:`paired_bootstrap`'s, bit for bit (the seed draws use their own random stream).
 
-Calibration (checked on synthetic data in tests/test_seed_bootstrap.py): resampling both levels
+Calibration (checked on synthetic data in tests/report/test_seed_bootstrap.py): resampling both levels
 counts the per-run example noise twice (once through the examples, once through the spread of the
 per-seed scores), while the spread of S resampled seeds has divisor S, not S - 1. When seed-to-seed
 variation is larger than a single run's example noise, as for BERT fine-tuning (0.3-0.5 F1 between

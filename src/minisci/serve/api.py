@@ -18,7 +18,7 @@ Three classes wrap what the ``minisci`` commands run (:mod:`minisci.serve.infere
     >>> index.reviewers("Shortest paths in sparse graphs.", k=1, exclude=["Ada"])[0]["rank"]
     1
 
-``tests/test_api.py`` runs these examples on tiny models laid out under those paths.
+``tests/serve/test_api.py`` runs these examples on tiny models laid out under those paths.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The stages score through the package's own ``evaluate`` modules, loaded by path offline. What they
-compute is checked against the task kinds' counts in tests/test_tasks.py (the contract test)."""
+compute is checked against the task kinds' counts in tests/tasks/test_kinds.py (the contract test)."""
 
 
 def test_metric_modules_load_by_path_offline(monkeypatch):

@@ -4,7 +4,7 @@ screenshots.
 
 The browser test skips only where Chromium, chromedriver or selenium cannot be found (``.ci/run``
 installs them). Screenshots go to the test's temporary folder, or to ``$MINISCI_SCREENSHOTS``
-(the README's come from ``MINISCI_SCREENSHOTS=plots/screenshots pytest tests/test_demo.py``).
+(the README's come from ``MINISCI_SCREENSHOTS=plots/screenshots pytest tests/serve/test_demo.py``).
 """
 
 import json

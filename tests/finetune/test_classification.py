@@ -26,7 +26,7 @@ def test_classification_metrics_known_values():
     assert m["confusion_matrix"] == [[1, 1, 0], [0, 1, 0], [1, 0, 0]]
 
 
-# the weighted loss trains the same way: its run is slow-only (the weights are tested in test_ner.py)
+# the weighted loss trains the same way: its run is slow-only (the weights are tested in finetune/test_ner.py)
 @pytest.mark.parametrize("loss", ["ce", pytest.param("inverse_frequency", marks=pytest.mark.slow)])
 def test_tiny_model_learns_trivial_citation_intents(tmp_path, tiny_model_dir, loss):
     from transformers import pipeline

@@ -3,7 +3,7 @@ repro, exp run -S, exp show, metrics diff, a queued grid, exp apply / branch, an
 
 Every test but the last needs the whole tiny pipeline reproduced (~2 min on 2 cores, shared with
 the other slow tests through ``tiny_repro``), so they are ``slow``: CI runs them; the default suite
-covers ``dvc exp run`` / ``exp show`` on smaller pipelines (test_experiments.py, test_studies.py)."""
+covers ``dvc exp run`` / ``exp show`` on smaller pipelines (report/test_experiments.py, report/test_studies.py)."""
 
 import json
 import shutil
