@@ -28,7 +28,7 @@ from transformers.utils import logging as hf_logging
 from minisci.encoding import embed
 from minisci.serve.precision import PRECISIONS
 from minisci.serve.search import load_encoder
-from minisci.stage import run_stage
+from minisci.stage import run_command
 
 
 def naive(model, tok, texts: list[str]) -> np.ndarray:
@@ -118,4 +118,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1
+    sys.exit(run_command(main))  # a missing model, data or params file: one line, exit 1

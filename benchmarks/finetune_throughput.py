@@ -66,13 +66,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import TrainerCallback
 from transformers.utils import logging as hf_logging
 
-from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, load_section
-from minisci.data.readers import load_prepared
+from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, finetune_config, load_section
+from minisci.data.readers import Prepared, load_prepared
 from minisci.errors import ConfigError
-from minisci.finetune import classification, ner
-from minisci.finetune.common import WeightedLossTrainer, build_trainer, class_weights
+from minisci.finetune.common import WeightedLossTrainer, build_trainer, class_weights, score
 from minisci.serve.models import read_config
-from minisci.stage import run_stage
+from minisci.stage import run_command
+from minisci.tasks import registry
+from minisci.tasks.kind import TaskKind
 from minisci.training import resolve_precision
 
 
@@ -128,57 +129,38 @@ def emulation_check(model, batch: dict) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Workload:
-    """What differs between the tasks: the head, the collator, the features and the dev score."""
+class Features:
+    """The training features both sides train on, and the dev score the stage selects on; what
+    differs between task kinds is read from the kind (:mod:`minisci.tasks`)."""
 
-    task: str  # "ner" or "cite"
+    kind: TaskKind
+    data: Prepared
     labels: list[str]
     train: list[dict]  # features: input_ids and labels
     weights: list[float] | None  # the configured loss's class weights (ours only)
-    score: Callable  # (model, tokenizer, cfg) -> the dev score the stage selects on
-    score_name: str
+
+    @classmethod
+    def build(cls, kind: TaskKind, data: Prepared, tokenizer, cfg) -> Features:
+        labels = kind.model_labels(data.labels)
+        train = kind.encode(data.splits["train"], tokenizer, {v: k for k, v in enumerate(labels)}, cfg.max_length)
+        weights = class_weights(kind.values(data.splits["train"]), labels, cfg.loss, cfg.beta)
+        return cls(kind, data, labels, train, weights)
+
+    @property
+    def score_name(self) -> str:
+        return f"dev {self.kind.score_word}"
+
+    def score(self, model, tokenizer, cfg) -> float:
+        dev = self.data.splits["dev"]
+        return score(self.kind, model, tokenizer, dev, model.config.id2label, cfg)[0][self.kind.selection_key]
 
     def model_class(self):
         import transformers
 
-        name = "AutoModelForTokenClassification" if self.task == "ner" else "AutoModelForSequenceClassification"
-        return getattr(transformers, name)
+        return getattr(transformers, self.kind.auto_class)
 
     def collator(self, tokenizer):
-        from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
-
-        return (DataCollatorForTokenClassification if self.task == "ner" else DataCollatorWithPadding)(tokenizer)
-
-
-def ner_workload(data, tokenizer, cfg: FinetuneNerConfig) -> Workload:
-    labels = ner.label_list(data.labels)
-    label2id = {v: k for k, v in enumerate(labels)}
-    feats = ner.encode_sentences(data.splits["train"], tokenizer, label2id, cfg.max_length)
-    weights = class_weights([t for s in data.splits["train"] for t in s.tags], labels, cfg.loss, cfg.beta)
-
-    def score(model, tokenizer, cfg) -> float:
-        return ner.evaluate(model, tokenizer, data.splits["dev"], model.config.id2label, cfg)[0]["f1"]
-
-    train = [{"input_ids": f["input_ids"], "labels": f["labels"]} for f in feats]
-    return Workload("ner", labels, train, weights, score, "dev F1")
-
-
-def cite_workload(data, tokenizer, cfg: FinetuneClassificationConfig) -> Workload:
-    labels = list(data.labels)
-    feats = classification.encode(data.splits["train"], tokenizer, {v: k for k, v in enumerate(labels)}, cfg.max_length)
-    weights = class_weights([e.label for e in data.splits["train"]], labels, cfg.loss, cfg.beta)
-
-    def score(model, tokenizer, cfg) -> float:
-        dev = data.splits["dev"]
-        return classification.evaluate(model, tokenizer, dev, model.config.id2label, cfg)[0]["macro_f1"]
-
-    return Workload("cite", labels, feats, weights, score, "dev macro-F1")
-
-
-TASKS = {  # --task: (params section, its config class, default data, workload builder)
-    "ner": ("finetune_ner", FinetuneNerConfig, "data/prepared/bc5cdr", ner_workload),
-    "cite": ("finetune_classification", FinetuneClassificationConfig, "data/prepared/scicite", cite_workload),
-}
+        return self.kind.collate(tokenizer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,7 +176,7 @@ class Side:
     stock: bool = False
 
 
-def load_model(model_dir: str, work: Workload, seed: int, **config):
+def load_model(model_dir: str, work: Features, seed: int, **config):
     """The encoder with a fresh task head; ``config`` overrides its config's values."""
     from transformers import set_seed
 
@@ -211,7 +193,7 @@ def load_model(model_dir: str, work: Workload, seed: int, **config):
     )
 
 
-def stock_trainer(model, tokenizer, ds, work: Workload, cfg, seed: int, steps: int, out: str):
+def stock_trainer(model, tokenizer, ds, work: Features, cfg, seed: int, steps: int, out: str):
     """What a user of the Hugging Face examples runs: stock arguments, random batches, stock loss."""
     from transformers import Trainer, TrainingArguments
 
@@ -236,7 +218,7 @@ def minisci_trainer(
     model,
     tokenizer,
     ds,
-    work: Workload,
+    work: Features,
     cfg,
     seed: int,
     steps: int,
@@ -318,7 +300,7 @@ class DevCurve(TrainerCallback):
 
 
 def timed_run(
-    build, model_dir, work: Workload, tokenizer, cfg, seed: int, emulated_bf16=False, eval_every=None, **config
+    build, model_dir, work: Features, tokenizer, cfg, seed: int, emulated_bf16=False, eval_every=None, **config
 ) -> dict:
     """Train one side for cfg's steps; real pieces per second, seconds, the dev score, and with
     ``eval_every`` the dev curve (the training seconds exclude its scoring)."""
@@ -351,7 +333,12 @@ def summary(runs: list[dict], key: str, fmt: str) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--task", choices=tuple(TASKS), default="ner", help="ner: BC5CDR; cite: SciCite citation intent")
+    p.add_argument(
+        "--task",
+        choices=tuple(k.command for k in registry.KINDS.values()),
+        default=registry.NER.command,
+        help="ner: BC5CDR; cite: SciCite citation intent",
+    )
     p.add_argument("--data", help="a prepared dataset of the task (prepare_data); default: BC5CDR or SciCite")
     p.add_argument("--model", default="models/adapted", help="encoder directory")
     p.add_argument("--params", default="params.yaml", help="the task's hyperparameters are read from here")
@@ -408,8 +395,8 @@ def main(argv=None) -> None:
             if not args.emulated_bf16:
                 raise
             emulated = True  # the CPU has no native bf16: drift only
-    section, cfg_cls, default_data, build_workload = TASKS[args.task]
-    cfg = load_section(cfg_cls, section, args.params)
+    kind = registry.of_command(args.task)
+    cfg = load_section(finetune_config(kind), kind.stage, args.params)
     overrides = {k: v for k, v in (("batch_size", args.batch_size), ("max_length", args.max_length)) if v}
     cfg = dataclasses.replace(cfg, precision="fp32", **overrides)
 
@@ -419,13 +406,13 @@ def main(argv=None) -> None:
 
     read_config(args.model)  # a missing or broken model directory: one line, not the hub's repo-id error
     tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
-    data = load_prepared(args.data or default_data, task="ner" if args.task == "ner" else "classification")
-    work = build_workload(data, tokenizer, cfg)
+    data = load_prepared(args.data or f"data/prepared/{cfg.datasets[0]}", task=kind.name)
+    work = Features.build(kind, data, tokenizer, cfg)
     ds = datasets.Dataset.from_list(work.train)
     steps = max(1, round(args.epochs * math.ceil(len(ds) / cfg.batch_size))) if args.epochs else args.steps
     mean_len = sum(len(f["input_ids"]) for f in work.train) / len(work.train)
     print(
-        f"data: {data.name}, {len(work.train)} training {'windows' if args.task == 'ner' else 'texts'}, "
+        f"data: {data.name}, {len(work.train)} training {kind.feature_unit}, "
         f"mean {mean_len:.1f} word pieces | batch {cfg.batch_size}, {steps} steps"
         f"{f' ({args.epochs:g} epochs)' if args.epochs else ''}, lr {cfg.learning_rate}, "
         f"loss {cfg.loss}, seeds {args.seeds}"
@@ -534,4 +521,4 @@ def drift_line(reference: list[dict], changed: list[dict], score_name: str, chan
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1
+    sys.exit(run_command(main))  # a missing model, data or params file: one line, exit 1

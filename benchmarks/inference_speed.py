@@ -40,7 +40,9 @@ from transformers.utils import logging as hf_logging
 from minisci.data.readers import NerSentence, load_prepared, spans
 from minisci.serve.inference import classify, tag, text_classifier, token_classifier
 from minisci.serve.precision import PRECISIONS
-from minisci.stage import run_stage
+from minisci.stage import run_command
+from minisci.tasks.classification import CLASSIFICATION
+from minisci.tasks.ner import NER
 
 
 def best_time(fn, rounds: int) -> float:
@@ -74,9 +76,10 @@ def model_lengths(pipe, texts: list[str]) -> list[int]:
     return lengths
 
 
-def from_pipeline(task: str, outputs: list) -> list:
-    """The pipeline's outputs in the shape of ours (cite: top_k=None gives every label, best first)."""
-    return outputs if task == "ner" else [{"label": o[0]["label"]} for o in outputs]
+def top_label(outputs: list) -> list:
+    """The text-classification pipeline's outputs in the shape of ours (top_k=None gives every label,
+    best first); the token-classification pipeline's are already in ours."""
+    return [{"label": o[0]["label"]} for o in outputs]
 
 
 def main(argv=None) -> None:
@@ -95,24 +98,26 @@ def main(argv=None) -> None:
     hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads
     hf_logging.disable_progress_bar()
 
-    sentences = load_prepared(args.ner_data, task="ner").splits["test"]
-    citations = load_prepared(args.cite_data, task="classification").splits["test"]
+    sentences = load_prepared(args.ner_data, task=NER.name).splits["test"]
+    citations = load_prepared(args.cite_data, task=CLASSIFICATION.name).splits["test"]
     ents = lambda rows: [{(e["entity_group"], e["start"], e["end"]) for e in r} for r in rows]  # noqa: E731
     labels = lambda rows: [r["label"] for r in rows]  # noqa: E731
-    tasks = {
-        "ner": (
+    tasks = {  # kind -> (loader, model, texts, runner, its output's shape, what is compared, score)
+        NER.command: (
             token_classifier,
             args.ner_model,
             [" ".join(s.tokens) for s in sentences],
             tag,
+            lambda outputs: outputs,
             ents,
             lambda pred: f"F1 {100 * entity_f1([gold_char_spans(s) for s in sentences], pred):.2f}",
         ),
-        "cite": (
+        CLASSIFICATION.command: (
             text_classifier,
             args.cite_model,
             [e.text for e in citations],
             classify,
+            top_label,
             labels,
             lambda pred: (
                 f"acc {100 * accuracy_score([e.label for e in citations], pred):.2f} "
@@ -121,11 +126,11 @@ def main(argv=None) -> None:
         ),
     }
     print_machine()
-    for name, (load, model, texts, run, key, score) in tasks.items():
+    for name, (load, model, texts, run, from_pipeline, key, score) in tasks.items():
         timed = texts[: args.n]
         pipe = load(model)
         t_pipe = best_time(lambda: [pipe(t) for t in timed], args.rounds)
-        ref = key(from_pipeline(name, pipe(texts)))
+        ref = key(from_pipeline(pipe(texts)))
         print(
             f"{name}: {len(timed)} texts timed, {len(texts)} scored | pipeline (fp32, one at a time) "
             f"{len(timed) / t_pipe:6.1f} texts/s | {score(ref)}"
@@ -145,7 +150,7 @@ def main(argv=None) -> None:
         peers = {}
         with tempfile.TemporaryDirectory() as work:
             for label, peer_pipe in peer_pipelines(pipe, work, args.onnx, args.peer_batch_size).items():
-                fn = lambda texts, p=peer_pipe: from_pipeline(name, p(texts, batch_size=args.peer_batch_size))  # noqa: E731
+                fn = lambda texts, p=peer_pipe, shape=from_pipeline: shape(p(texts, batch_size=args.peer_batch_size))  # noqa: E731
                 peers[label] = (best_time(lambda: fn(timed), args.rounds), key(fn(texts)))
         fastest = min(peers, key=lambda k: peers[k][0])
         for label, (t, pred) in peers.items():
@@ -219,4 +224,4 @@ def peer_pipelines(pipe, work_dir: str, which: str, batch_size: int) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1
+    sys.exit(run_command(main))  # a missing model, data or params file: one line, exit 1

@@ -56,7 +56,7 @@ from minisci.errors import MinisciError
 from minisci.pretrain.collator import MlmNspCollator
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
 from minisci.pretrain.trainer import pretraining_losses, read_pairs, tokenize_pairs
-from minisci.stage import run_stage
+from minisci.stage import run_command
 
 
 def naive_losses(model, batch: dict, labels: torch.Tensor, nsp: torch.Tensor):
@@ -171,7 +171,7 @@ def main(argv=None) -> None:
     print_machine()
     cfg = ModelConfig(base=args.model)
     n = args.batch_size * args.steps
-    pairs = read_pairs(args.pairs)  # a missing or malformed file: one line (run_stage, below)
+    pairs = read_pairs(args.pairs)  # a missing or malformed file: one line (run_command, below)
     if len(pairs) < n:
         raise MinisciError(
             f"{args.pairs}: {len(pairs)} pairs, fewer than the {n} that --steps {args.steps} x "
@@ -330,4 +330,4 @@ def ceiling_share(flops: float, tokens: int, tokens_per_s: float, peak: float, n
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))  # a missing model, data or params file: one line, exit 1
+    sys.exit(run_command(main))  # a missing model, data or params file: one line, exit 1

@@ -16,17 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from minisci.config import (
-    ExportMetricsConfig,
-    FinetuneClassificationConfig,
-    FinetuneNerConfig,
-    ModelConfig,
-    load_catalog,
-    load_section,
-)
+from minisci.config import ExportMetricsConfig, ModelConfig, finetune_config, load_catalog, load_section
 from minisci.io import atomic_path, write_json
 from minisci.report.export import (
-    TASKS,
     charts,
     collect,
     per_type_rows,
@@ -36,6 +28,7 @@ from minisci.report.export import (
     write_predictions,
 )
 from minisci.stage import description, run_stage
+from minisci.tasks import registry
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,10 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     cfg = load_section(ExportMetricsConfig, "export_metrics", args.params)
-    runs = {
-        "ner": load_section(FinetuneNerConfig, "finetune_ner", args.params).datasets,
-        "classification": load_section(FinetuneClassificationConfig, "finetune_classification", args.params).datasets,
-    }
+    runs = {k.name: load_section(finetune_config(k), k.stage, args.params).datasets for k in registry.KINDS.values()}
     base = load_section(ModelConfig, "model", args.params).base
     catalog = load_catalog(args.params)
     data = collect(Path(args.metrics_dir), Path(args.models_dir), cfg, runs, catalog, Path(args.data_dir), base)
@@ -75,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     for (task, ds), t in data["tasks"].items():
         b = t["bootstrap"]
         print(
-            f"export_metrics: {ds} {TASKS[task].metric} adapted - baseline = {100 * b['difference']:+.2f} "
+            f"export_metrics: {ds} {registry.get(task).metric} adapted - baseline = {100 * b['difference']:+.2f} "
             f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}], p = {b['p_value']:.3f}: {b['verdict']} "
             f"(margin ±{100 * cfg.margin(task):.1f}; minimum detectable effect {100 * b['mde']:.2f})"
         )

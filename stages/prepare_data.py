@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     for line in meta["warnings"]:
         print(f"warning: {args.dataset}: {line}", file=sys.stderr)
     sizes = ", ".join(f"{sp} {len(rows[sp])}" for sp in SPLITS)
-    scheme = f", tags {meta['scheme']} ({meta['scheme_declared']})" if cfg.task == "ner" else ""
+    scheme = f", tags {meta['scheme']} ({meta['scheme_declared']})" if "scheme" in meta else ""
     print(f"prepare_data {args.dataset}: {cfg.task}, {sizes}{scheme}, labels {meta['labels']} -> {args.out}")
 
 

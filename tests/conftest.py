@@ -51,7 +51,7 @@ TINY_OVERRIDES = {
     "make_pairs": {"n_pairs": 60, "n_heldout_pairs": 12, "heldout_doc_fraction": 0.2},
     # one seed, whatever the default's count: the tiny pipeline tests the stages, not the statistics
     "finetune_ner": {
-        "crf": False,  # the softmax head, whose output the serving tests compare with the pipeline's; test_crf.py trains the CRF
+        "crf": False,  # the softmax head, whose output the serving tests compare with the pipeline's; finetune/test_crf.py trains the CRF
         "epochs": 1.0,
         "batch_size": 8,
         "eval_batch_size": 16,
@@ -185,7 +185,6 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
         shutil.copy(REPO / name, root / name)
     for name in ("stages", "src"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    shutil.copytree(REPO / "plots" / "template", root / "plots" / "template")  # dvc.yaml's plot templates
     (root / "data").mkdir()
     fixture_manifest(root / "data" / "manifest.tsv")
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides), sort_keys=False))
@@ -194,6 +193,7 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
     run(["git", "config", "user.name", "test"], root)
     run(["dvc", "init", "-q"], root)
     run(["dvc", "config", "core.analytics", "false"], root)
+    shutil.copytree(REPO / ".dvc" / "plots", root / ".dvc" / "plots")  # dvc.yaml's plot templates
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "init"], root)
     return root
@@ -316,7 +316,7 @@ def tiny_finetuned(tmp_path_factory, tiny_model_dir) -> dict:
     ner = run_finetune_ner(
         ner_data,
         tiny_model_dir,
-        # the softmax head: the tests that need a CRF build one (test_crf.py, the CLI's and benchmark's CRF tests)
+        # the softmax head: the tests that need a CRF build one (finetune/test_crf.py, the CLI's and benchmark's CRF tests)
         from_dict(FinetuneNerConfig, {**params["finetune_ner"], **fast, "crf": False}, "finetune_ner"),
         root / "w1",
     )

@@ -77,12 +77,9 @@ def test_embeddings_card_replaces_sentence_transformers_template(tmp_path, tiny_
 def test_base_model_stage_saves_a_stock_bert_for_pretraining(tmp_path, tiny_params_file):
     """base_model's (and pretrain's) saved config names a class stock transformers has, and the
     weights fill it with nothing missing or left over."""
-    import sys
 
-    from transformers import AutoConfig, AutoModelForMaskedLM, BertForPreTraining
-
-    sys.path.insert(0, "stages")
     import base_model
+    from transformers import AutoConfig, AutoModelForMaskedLM, BertForPreTraining
 
     out = tmp_path / "baseline"
     base_model.main(["--out", str(out), "--params", str(tiny_params_file)])

@@ -86,7 +86,7 @@ def test_catalogue_errors_name_the_entry(tmp_path):
 def test_finetune_params_are_whole_section_dvc_deps():
     """These stages depend on their whole params section, so a new knob cannot be missed (the
     NER and classification stages list theirs key by key, all but the matrix's datasets list:
-    tests/test_dvc_deps.py checks that no key is missing)."""
+    tests/pipeline/test_dvc_deps.py checks that no key is missing)."""
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     for name in ("finetune_embeddings", "sample_corpus", "make_pairs"):
         assert name in stages[name]["params"], name

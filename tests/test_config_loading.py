@@ -3,17 +3,13 @@ the loader and from a stage's exit code and stderr."""
 
 from __future__ import annotations
 
-import sys
-
+import fetch_data  # noqa: E402
 import pytest
 from conftest import REPO, TINY_MODEL
 
 from minisci.config import FetchDataConfig, ModelConfig, PretrainConfig, from_dict, load_params, load_section
 from minisci.errors import ConfigError
 from minisci.stage import run_stage
-
-sys.path.insert(0, str(REPO / "stages"))
-import fetch_data  # noqa: E402
 
 BAD_FILES = [
     ("not yaml", b"fetch_data:\n  mirror: [a,\n", r"params.yaml:3: invalid YAML \(expected"),

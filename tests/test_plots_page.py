@@ -28,7 +28,7 @@ def test_every_plot_in_dvc_yaml_has_a_title_in_words_and_labelled_axes():
     for props in plots:
         assert props.get("title") and "/" not in props["title"].split(",")[0], props
         assert props.get("x_label"), props
-        if props.get("template") != "plots/template/series.json" and "y" in props:
+        if props.get("template") != ".dvc/plots/series.json" and "y" in props:
             assert props.get("y_label"), props
 
 

@@ -10,11 +10,10 @@ import sys
 import pytest
 import yaml
 from conftest import REPO, learnable_ner_files, prepare, tiny_params
-from test_ner import ner_cfg
-from test_pretrain import configs, stage_cmd, write_pairs
+from helpers import configs, ner_cfg, stage_cmd, write_pairs
 
 from minisci.errors import ConfigError
-from minisci.finetune.common import load_task_model
+from minisci.finetune.common import load_head_model
 from minisci.finetune.ner import run_finetune_ner
 from minisci.stage import run_stage
 from minisci.training import (
@@ -173,13 +172,13 @@ def no_pooler_dir(tmp_path, tiny_model_dir):
 def test_a_classifier_on_a_random_pooler_is_named_in_one_warning(no_pooler_dir, tiny_model_dir, capsys):
     from transformers import AutoModelForSequenceClassification
 
-    load_task_model(AutoModelForSequenceClassification, no_pooler_dir, "finetune_classification", num_labels=3)
+    load_head_model(AutoModelForSequenceClassification, no_pooler_dir, "finetune_classification", num_labels=3)
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         f"warning: finetune_classification: 4 tensors are not in {no_pooler_dir} and start random, "
         "2 of them in the encoder: bert.pooler.dense (2), classifier (2)"
     ]
-    load_task_model(AutoModelForSequenceClassification, tiny_model_dir, "finetune_classification", num_labels=3)
+    load_head_model(AutoModelForSequenceClassification, tiny_model_dir, "finetune_classification", num_labels=3)
     captured = capsys.readouterr()
     assert captured.err == ""  # a new head alone is expected: one line on stdout
     assert captured.out.strip() == (

@@ -10,8 +10,7 @@ import pytest
 import torch
 import yaml
 from conftest import copy_project, learnable_ner_files, make_project, prepare, run
-from test_ner import ner_cfg
-from test_pretrain import run_ok, stage_cmd, write_pairs, write_params
+from helpers import ner_cfg, run_ok, stage_cmd, write_pairs, write_params
 
 from minisci.finetune.ner import run_finetune_ner
 

@@ -28,3 +28,25 @@ def length_batches(lengths: list[int], batch_size: int, max_tokens: int | None =
 def windows_of(ids: list[int], size: int) -> list[list[int]]:
     """Consecutive windows of at most ``size`` pieces (one empty window for an empty text)."""
     return [ids[i : i + size] for i in range(0, max(len(ids), 1), size)]
+
+
+def sorted_logits(model, features: list[dict], collate, batch_size: int) -> list:
+    """Logits per feature, computed in length-sorted batches (little padding), in input order."""
+    import torch
+
+    from minisci.progress import scoring
+
+    model.eval()
+    device = next(model.parameters()).device
+    out: list = [None] * len(features)
+    with torch.inference_mode():
+        batches = length_batches([len(f["input_ids"]) for f in features], batch_size)
+        for idx in scoring(batches, f"scoring {len(features)} inputs"):
+            batch = collate([{"input_ids": features[i]["input_ids"]} for i in idx])
+            batch = {
+                k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")
+            }
+            logits = model(**batch).logits.float().cpu()
+            for j, i in enumerate(idx):
+                out[i] = logits[j, : len(features[i]["input_ids"])] if logits.dim() == 3 else logits[j]
+    return out

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import yaml
 
 from minisci.errors import ConfigError
+from minisci.tasks import registry
+from minisci.tasks.kind import TaskKind
 
 
 def _check(cond: bool, section: str, msg: str) -> None:
@@ -36,8 +38,6 @@ def _check_names(names: tuple[str, ...], section: str, key: str) -> None:
 # A catalogue name becomes a DVC stage name (prepare_data@NAME), a folder and a params key
 # (datasets.NAME) on stage commands: no space, dot or other character any of those would split at.
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-TASKS = ("ner", "classification")
-FORMATS = {"ner": ("conll",), "classification": ("jsonl",)}
 TAG_SCHEMES = ("IOB1", "IOB2", "auto")
 SPLITS = ("train", "dev", "test")
 
@@ -51,7 +51,7 @@ class DatasetConfig:
     reads it and writes the normalised splits that the fine-tuning stages use.
     """
 
-    task: str  # ner | classification
+    task: str  # a task kind of minisci.tasks: ner | classification
     dir: str  # repository-relative folder holding the split files
     splits: dict  # split name (train, dev, test) -> file name inside dir
     format: str  # conll (ner) | jsonl (classification)
@@ -65,10 +65,9 @@ class DatasetConfig:
 
     def __post_init__(self) -> None:
         s = "datasets"
-        _check(self.task in TASKS, s, f"task must be one of {TASKS}, got {self.task!r}")
-        _check(
-            self.format in FORMATS[self.task], s, f"format of a {self.task} dataset must be one of {FORMATS[self.task]}"
-        )
+        _check(self.task in registry.KINDS, s, f"task must be one of {registry.names()}, got {self.task!r}")
+        formats = registry.get(self.task).formats
+        _check(self.format in formats, s, f"format of a {self.task} dataset must be one of {formats}")
         _check(bool(self.dir), s, "dir must be a non-empty path")
         _check(
             sorted(self.splits) == sorted(SPLITS),
@@ -85,10 +84,10 @@ class DatasetConfig:
             "labels is empty; list them, or null to read them from train",
         )
         _check(self.labels is None or len(set(self.labels)) == len(self.labels), s, "labels must be distinct, or null")
-        if self.task == "classification":
+        if "jsonl" in formats:  # texts with a label field
             _check(self.keep_types is None, s, "keep_types applies to ner datasets only")
             _check(bool(self.text_field) and bool(self.label_field), s, "text_field and label_field must be non-empty")
-        else:
+        else:  # CoNLL columns
             _check(self.tag_column != 0, s, "tag_column 0 is the token column")
             _check(
                 self.keep_types is None or len(self.keep_types) > 0,
@@ -154,7 +153,8 @@ def check_finetune_datasets(path: str | Path = "params.yaml") -> None:
     """Every dataset a fine-tuning stage lists is a catalogue entry of its task: one line naming the
     known ones otherwise (checked by the first stage, before DVC looks for data/prepared/<name>)."""
     catalog = load_catalog(path)
-    for section, task in (("finetune_ner", "ner"), ("finetune_classification", "classification")):
+    for kind in registry.KINDS.values():
+        section, task = kind.stage, kind.name
         names = load_params(path).get(section, {}).get("datasets") or []
         known = sorted(n for n, entry in catalog.items() if entry.task == task)
         for name in names:
@@ -441,10 +441,9 @@ class ExportMetricsConfig:
         _check(self.error_examples >= 0, s, "error_examples must be >= 0")
 
     def margin(self, task: str) -> float:
-        """The equivalence margin of a task as a fraction (params are in points of the metric)."""
-        return {"ner": self.equivalence_margin_ner, "classification": self.equivalence_margin_classification}[
-            task
-        ] / 100
+        """The equivalence margin of a task kind as a fraction (params are in points of the metric):
+        the field ``equivalence_margin_<kind>``."""
+        return getattr(self, f"equivalence_margin_{task}") / 100
 
 
 T = TypeVar("T")
@@ -565,3 +564,8 @@ def load_section(cls: type[T], section: str, path: str | Path = "params.yaml") -
     if section not in params:
         raise ConfigError(f"{path}: missing section '{section}'")
     return from_dict(cls, params[section], section)
+
+
+def finetune_config(kind: TaskKind) -> type:
+    """The dataclass of a task kind's fine-tuning section (:attr:`~minisci.tasks.kind.TaskKind.config`)."""
+    return globals()[kind.config]

@@ -49,26 +49,44 @@ def description(doc: str | None) -> str:
     return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
-def run_stage(main: Callable[[list[str] | None], None], argv: list[str] | None = None) -> int:
-    """Call a stage's ``main``; a user-fixable error becomes ``error: <message>`` on stderr and
-    exit code 1 (see :func:`describe`); argparse's usage errors keep their exit code 2; Ctrl-C is
-    ``error: interrupted`` and exit code 130 (the shell's 128 + SIGINT), without a traceback.
-
-    Run from a DVC project's root (as ``dvc repro`` runs stages), it first clears what killed
-    writes of any earlier stage left behind (:func:`minisci.io.sweep`)."""
-    from minisci.io import sweep
-
+def run_command(
+    main: Callable[[list[str] | None], int | None],
+    argv: list[str] | None = None,
+    library_errors: tuple[type[BaseException], ...] = (),
+) -> int:
+    """The one wrapper of every command line (stages, ``minisci``, ``python -m minisci.report``, the
+    benchmarks): call ``main``; a user-fixable error becomes ``error: <message>`` on stderr and exit
+    code 1 (see :func:`describe`; ``library_errors``: further exception types reported as their type
+    and first line); argparse's usage errors keep their exit code 2; Ctrl-C is ``error: interrupted``
+    and exit code 130 (the shell's 128 + SIGINT), without a traceback. ``main``'s own exit code (an
+    int) is returned, else 0."""
     try:
-        if Path("dvc.yaml").is_file():
-            sweep(Path.cwd())
-        main(argv)
+        code = main(argv)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
     except Exception as e:
         message = describe(e)
+        if message is None and isinstance(e, library_errors):  # a library error with no file to name
+            message = _one_line(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}")
         if message is None:
             raise
         print(f"error: {message}", file=sys.stderr)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
+
+
+def run_stage(main: Callable[[list[str] | None], None], argv: list[str] | None = None) -> int:
+    """A pipeline stage (``stages/*.py``): :func:`run_command`, after clearing what killed writes of
+    any stage left in the DVC project it runs in (:func:`minisci.io.sweep`, only where a ``dvc.yaml``
+    is, as ``dvc repro`` runs stages). Other commands use :func:`run_command` and touch no file they
+    do not write."""
+
+    def stage(args: list[str] | None) -> None:
+        from minisci.io import sweep
+
+        if Path("dvc.yaml").is_file():
+            sweep(Path.cwd())
+        main(args)
+
+    return run_command(stage, argv)

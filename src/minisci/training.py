@@ -311,7 +311,7 @@ def live_callback(live_dir: str | Path):
 def code_version() -> dict[str, str]:
     """The library's normalised code and the training libraries' versions.
 
-    Part of every run fingerprint: DVC reruns a stage when its code changes, and without this the
+    Part of every run id (:func:`run_id`): DVC reruns a stage when its code changes, and without this the
     rerun would resume the previous code's (possibly final) checkpoint instead of training anew.
     "The same code" is what the code_fingerprint stage means by it (minisci.fingerprint): a message,
     docstring or type-hint edit keeps a checkpoint resumable, any other edit of the library does not.
@@ -323,8 +323,10 @@ def code_version() -> dict[str, str]:
     return {"minisci": code, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
-def fingerprint(*parts: object) -> str:
-    """Identity of a training run: ``parts`` (params, data and model hashes) and the code version."""
+def run_id(*parts: object) -> str:
+    """Identity of a training run, which decides whether a checkpoint may be resumed: ``parts``
+    (params, data and model hashes) and the code version. (Not a code fingerprint: those are the
+    stages' DVC dependencies, :mod:`minisci.fingerprint`.)"""
     return hashlib.sha256(json.dumps([code_version(), *parts], sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -450,7 +452,7 @@ def run_metrics_store(folder: str | Path, *parts: object) -> Path:
     """Where a stage without checkpoints keeps the metrics of its run for :func:`keep_run_metrics`:
     ``folder`` (kept across runs, outside DVC's outputs), cleared when the run's fingerprint
     (``parts`` and the code version) differs from the one it holds."""
-    checkpoint_to_resume(folder, fingerprint(*parts))  # no checkpoints there: it only clears and stamps
+    checkpoint_to_resume(folder, run_id(*parts))  # no checkpoints there: it only clears and stamps
     return Path(folder) / RUN_METRICS
 
 
@@ -476,6 +478,9 @@ def keep_run_metrics(metrics: dict, store: Path) -> dict:
     return fresh
 
 
+CURVES = "curves"  # the folder of a stage's training curves, in its plots folder
+
+
 def _is_curves_dir(path: Path) -> bool:
     """A plots folder written by the code before output markers: DVCLive's TSV files and the JSON
     plots the stages add beside them (confusion.json), nothing else."""
@@ -485,8 +490,10 @@ def _is_curves_dir(path: Path) -> bool:
 def write_curves(
     log_history: list[dict], plots_dir: str | Path, keys: tuple[str, ...], extra: dict[str, object] | None = None
 ) -> None:
-    """Training curves from the Trainer's log history, one DVCLive metric per key, x = step, and the
-    ``extra`` plot files (name -> JSON data) of the same stage, written together.
+    """Training curves from the Trainer's log history, one DVCLive metric per key, x = step, in
+    ``plots_dir/curves/<key>.tsv`` (DVCLive's own ``plots/metrics`` folders would nest a second
+    ``plots`` under the stage's), and the ``extra`` plot files (name -> JSON data) of the same stage
+    beside that folder, written together.
 
     Written after training from the history stored in the trainer state, so curves stay complete
     when a run was resumed from a checkpoint; the folder is replaced whole (atomically), never
@@ -505,6 +512,10 @@ def write_curves(
                     live.log_metric(k, float(v), plot=True)
         # DVCLive also writes a summary and a report we do not need beside the per-metric files.
         (tmp / "metrics.json").unlink(missing_ok=True)
-        tmp.mkdir(exist_ok=True)  # a history without any of ``keys`` still gives a (empty) plots folder
+        (tmp / CURVES).mkdir(parents=True, exist_ok=True)  # a history without any of ``keys``: an empty folder
+        if (tmp / "plots" / "metrics").is_dir():
+            for tsv in (tmp / "plots" / "metrics").iterdir():
+                tsv.rename(tmp / CURVES / tsv.name)
+            shutil.rmtree(tmp / "plots")
         for name, obj in (extra or {}).items():
             (tmp / name).write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")

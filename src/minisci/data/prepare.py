@@ -31,6 +31,7 @@ from minisci.data.readers import (
 )
 from minisci.errors import ConfigError, DataFormatError
 from minisci.io import atomic_path, sha256_file, write_jsonl
+from minisci.tasks import registry
 
 # 1. NER -------------------------------------------------------------------------------------------------
 
@@ -155,7 +156,7 @@ def train_quality(splits: dict[str, list[Example]]) -> dict:
 
 # 3. the stage ---------------------------------------------------------------------------------------------
 
-PREPARE = {"ner": prepare_ner, "classification": prepare_classification}
+PREPARE = {"conll": prepare_ner, "jsonl": prepare_classification}  # by the catalogue entry's file format
 
 
 def write_prepared(out: str | Path, rows: dict[str, list[dict]], meta: dict) -> None:
@@ -204,7 +205,7 @@ def check_links_stay_inside(cfg: DatasetConfig, root: str | Path) -> None:
 def health_warnings(meta: dict) -> list[str]:
     """One line per finding a user should see before training: classes or entity types missing
     from a split, duplicate JSON keys, entity types seen only once."""
-    kind = "entity type" if meta["task"] == "ner" else "class"
+    kind = registry.get(meta["task"]).label_word
     out = [
         f"{kind} {label!r} never occurs in {sp} ({meta['sources'][sp]['path']}); "
         + ("the model cannot learn it" if sp == "train" else f"its {sp} F1 is undefined")
@@ -225,7 +226,7 @@ def prepare_dataset(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[dict]
     training rows, dev/test texts found in train), ``missing_labels`` (per split), and ``warnings``
     (every line :func:`health_warnings` prints) with ``warning_counts``."""
     check_split_files(cfg)
-    splits, info = PREPARE[cfg.task](name, cfg)
+    splits, info = PREPARE[cfg.format](name, cfg)
     sources = {sp: {"path": cfg.path(sp).as_posix(), "sha256": sha256_file(cfg.path(sp))} for sp in SPLITS}
     meta = {"name": name, "task": cfg.task, "splits": list(SPLITS), **info, "sources": sources}
     meta["warnings"] = health_warnings(meta)

@@ -281,10 +281,13 @@ def load_prepared(directory: str | Path, task: str | None = None, splits: tuple[
     out = {}
     for split in splits or meta["splits"]:
         rows = [row for _, row in iter_jsonl(directory / f"{split}.jsonl")]
-        if meta["task"] == "ner":
-            out[split] = [NerSentence(tuple(r["tokens"]), tuple(r["tags"]), r["doc_id"], r["line"]) for r in rows]
-        else:
-            out[split] = [Example(r["text"], r["label"], r["line"]) for r in rows]
+        # a row's fields say what it is: a tagged sentence (NER) or a labelled text
+        out[split] = [
+            NerSentence(tuple(r["tokens"]), tuple(r["tags"]), r["doc_id"], r["line"])
+            if "tokens" in r
+            else Example(r["text"], r["label"], r["line"])
+            for r in rows
+        ]
     return Prepared(meta, out)
 
 

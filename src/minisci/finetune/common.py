@@ -1,16 +1,16 @@
 """What every fine-tuning task shares: class weights, a Trainer with a weighted loss, model
-selection on dev at each epoch end with resumable epoch checkpoints, length-sorted batched
-inference, and the one seed loop with its one result type.
+selection on dev at each epoch end with resumable epoch checkpoints, and the one seed loop with its
+one result type.
 
-A task module (``ner``, ``classification``) supplies a :class:`Task`: how to train and score one
-seed, and how to describe its data and predictions. :func:`run_seeds` does the rest.
+The seed loop (:func:`run_seeds`, :func:`train_one_seed`) owns the flow: it encodes, trains, predicts
+and scores through the functions of the dataset's task kind (:mod:`minisci.tasks`), used as data.
+The ``ner`` and ``classification`` modules keep only their entry points.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import math
 import random
@@ -24,22 +24,22 @@ import torch
 from safetensors.torch import load_model, save_model
 from transformers import Trainer, TrainerCallback
 
-from minisci.batching import length_batches
 from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
-from minisci.progress import scoring, use_stage_progress
+from minisci.progress import use_stage_progress
+from minisci.tasks.kind import TaskKind
 from minisci.training import (
     RUN_METRICS,
     check_at_load,
     check_unk_rate,
     checkpoint_to_resume,
-    fingerprint,
     keep_run_metrics,
     live_callback,
     quiet_load_reports,
     report_random_init,
     run_environment,
+    run_id,
     train_or_restore,
     training_arguments,
     write_curves,
@@ -191,11 +191,11 @@ class DevSelection(TrainerCallback):
         return self.best
 
 
-def run_fingerprint(cfg, seed: int, model_dir: str | Path, data: object) -> str:
+def finetune_run_id(cfg, seed: int, model_dir: str | Path, data: object) -> str:
     """What makes two fine-tuning runs the same: params, seed, base weights and the data."""
     model_dir = Path(model_dir)
     weights = {p.name: sha256_file(p) for p in sorted(model_dir.glob("*.safetensors")) + [model_dir / "config.json"]}
-    return fingerprint(dataclasses.asdict(cfg), seed, weights, data)
+    return run_id(dataclasses.asdict(cfg), seed, weights, data)
 
 
 def build_trainer(
@@ -268,7 +268,7 @@ def fit_and_select(
     trainer = build_trainer(
         model, tokenizer, train_ds, collator, class_weights, cfg, seed, work_dir, callbacks=[selection]
     )
-    resume = checkpoint_to_resume(work_dir, run_fingerprint(cfg, seed, model_dir, data))
+    resume = checkpoint_to_resume(work_dir, finetune_run_id(cfg, seed, model_dir, data))
     step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
     selection.resume(step)  # step 0: a fresh start; clears what a run killed before its first checkpoint left
     if resume is not None:
@@ -278,7 +278,7 @@ def fit_and_select(
     return selection.restore(model), selection.history, trainer.state.log_history
 
 
-def load_task_model(model_cls, model_dir: str | Path, where: str, **config):
+def load_head_model(model_cls, model_dir: str | Path, where: str, **config):
     """``model_cls`` (a task head class) from the encoder in ``model_dir`` with ``config`` overrides,
     safetensors only, no remote code; the weights that start random named in one line (instead of
     transformers' load report)."""
@@ -333,23 +333,7 @@ def save_finetuned(out: str | Path, result, **card) -> None:
         write_model_card(tmp, **card)
 
 
-# 3. inference ---------------------------------------------------------------------------------------------
-
-
-@torch.inference_mode()
-def sorted_logits(model, features: list[dict], collate: Callable, batch_size: int) -> list[torch.Tensor]:
-    """Logits per feature, computed in length-sorted batches (little padding), in input order."""
-    model.eval()
-    device = next(model.parameters()).device
-    out: list[torch.Tensor | None] = [None] * len(features)
-    batches = length_batches([len(f["input_ids"]) for f in features], batch_size)
-    for idx in scoring(batches, f"scoring {len(features)} inputs"):
-        batch = collate([{"input_ids": features[i]["input_ids"]} for i in idx])
-        batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-        logits = model(**batch).logits.float().cpu()
-        for j, i in enumerate(idx):
-            out[i] = logits[j, : len(features[i]["input_ids"])] if logits.dim() == 3 else logits[j]
-    return out
+# 3. data ---------------------------------------------------------------------------------------------------
 
 
 def subsample(examples: list, n: int, seed: int) -> list:
@@ -358,15 +342,6 @@ def subsample(examples: list, n: int, seed: int) -> list:
         return examples
     keep = sorted(random.Random(seed).sample(range(len(examples)), n))
     return [examples[i] for i in keep]
-
-
-@functools.cache
-def load_metric(module):
-    """The ``evaluate`` metric defined in a :mod:`minisci.metrics` module, loaded by its file path
-    (offline: never a hub name), in memory (no cache files beside concurrent stages)."""
-    import evaluate
-
-    return evaluate.load(module.__file__, keep_in_memory=True)
 
 
 # 4. seeds -------------------------------------------------------------------------------------------------
@@ -383,16 +358,72 @@ class SeedRun:
     log_history: list[dict]
 
 
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """What a fine-tuning task supplies to the seed loop."""
+def head_class(kind: TaskKind, cfg):
+    """The model class of a kind's head: its transformers Auto class, or the CRF tagger where the
+    config asks for one (``finetune_ner.crf``)."""
+    if getattr(cfg, "crf", False):
+        from minisci.finetune.crf import CrfForTokenClassification
 
-    name: str  # ner | classification (the catalogue's task)
-    selection_key: str  # the dev metric that chooses the epoch
-    seed_keys: tuple[str, ...]  # test metrics reported per seed and as mean +- sd
-    train_one_seed: Callable  # (model_dir, tokenizer, data, cfg, seed, work_dir) -> SeedRun
-    describe: Callable  # (data, cfg, tokenizer) -> extra metrics about the data
-    prediction_rows: Callable  # (data, predictions of one seed) -> test prediction rows
+        return CrfForTokenClassification
+    import transformers
+
+    return getattr(transformers, kind.auto_class)
+
+
+def score(kind: TaskKind, model, tokenizer, examples: list, id2label: dict[int, str], cfg) -> tuple[dict, list]:
+    """The kind's metrics of ``model`` on ``examples``, and its predictions."""
+    predictions = kind.predict(model, tokenizer, examples, id2label, cfg)
+    return kind.score(examples, kind.decode(predictions), list(id2label.values())), predictions
+
+
+def train_one_seed(kind: TaskKind, model_dir: Path, tokenizer, data, cfg, seed: int, work_dir: Path) -> SeedRun:
+    """One seed: a fresh head on the encoder, trained with dev selection, then scored on test once."""
+    import datasets
+    from transformers import set_seed
+
+    # 1. the model: the seed sets the head's initialisation
+    set_seed(seed)
+    splits, labels = data.splits, kind.model_labels(data.labels)
+    id2label = dict(enumerate(labels))
+    model = load_head_model(
+        head_class(kind, cfg),
+        model_dir,
+        kind.stage,
+        num_labels=len(labels),
+        id2label=id2label,
+        label2id={l: i for i, l in id2label.items()},
+    )
+    # 2. the training features and class weights
+    train_ds = datasets.Dataset.from_list(
+        kind.encode(splits["train"], tokenizer, model.config.label2id, cfg.max_length)
+    )
+    weights = class_weights(kind.values(splits["train"]), labels, cfg.loss, cfg.beta)
+    # 3. train, choosing the epoch on dev
+    best, dev_history, log_history = fit_and_select(
+        model,
+        tokenizer,
+        train_ds,
+        kind.collate(tokenizer),
+        weights,
+        lambda m: score(kind, m, tokenizer, splits["dev"], id2label, cfg)[0],
+        kind.selection_key,
+        cfg,
+        seed,
+        work_dir,
+        model_dir,
+        data=[kind.identity(e) for sp in ("train", "dev") for e in splits[sp]],
+    )
+    # 4. test, once, with the chosen weights
+    test_metrics, predictions = score(kind, model, tokenizer, splits["test"], id2label, cfg)
+    metrics = {
+        "labels": labels,
+        "best_epoch": best["epoch"],
+        "dev": best["metrics"],
+        "test": test_metrics,
+        "dev_per_epoch": [kind.trim_dev(h) for h in dev_history],
+        **({"class_weights": weights} if kind.weights_in_metrics else {}),
+    }
+    return SeedRun(model, metrics, predictions, log_history)
 
 
 @dataclasses.dataclass
@@ -406,7 +437,7 @@ class FinetuneResult:
     log_history: list[dict]
 
 
-def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path) -> FinetuneResult:
+def run_seeds(kind: TaskKind, data, model_dir: str | Path, cfg, work_dir: str | Path) -> FinetuneResult:
     """Fine-tune once per seed of ``cfg.seeds`` (each resumable in ``work_dir/seed<N>``); metrics of
     the first seed as the headline, every seed's in ``per_seed`` and ``test_over_seeds``, and every
     seed's test predictions in the rows (``preds``) for the seed-aware bootstrap."""
@@ -424,14 +455,14 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
         if len(splits[sp]) < len(data.splits[sp])
     }
     data = dataclasses.replace(data, splits={**data.splits, **splits})
-    section = f"finetune_{task.name}"
+    section = kind.stage
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
     config = AutoConfig.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
     check_at_load(config, tokenizer, {f"{section}.max_length": cfg.max_length}, model_dir)
     unk = check_unk_rate(tokenizer, training_words(data), section)
     # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
     runs = {
-        seed: task.train_one_seed(Path(model_dir), tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
+        seed: train_one_seed(kind, Path(model_dir), tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
         for seed in cfg.seeds
     }
     first = runs[cfg.seeds[0]]
@@ -440,25 +471,26 @@ def run_seeds(task: Task, data, model_dir: str | Path, cfg, work_dir: str | Path
         "dataset": data.name,
         "labels": head.get("labels", data.labels),
         "seeds": list(cfg.seeds),
-        **task.describe(data, cfg, tokenizer),
+        **kind.describe(data, cfg, tokenizer),
         "unk_rate": unk,
         **({"eval_subsets": subsets} if subsets else {}),
         **{k: v for k, v in head.items() if k != "labels"},
     }
     # 4. every seed, when there are several
-    rows = task.prediction_rows(data, first.predictions)
+    test = data.splits["test"]
+    rows = kind.rows(test, first.predictions)
     if len(cfg.seeds) > 1:
-        key = task.selection_key
+        key = kind.selection_key
         metrics["per_seed"] = {
             str(s): {
                 "best_epoch": r.metrics["best_epoch"],
                 f"dev_{key}": r.metrics["dev"][key],
-                **{k: r.metrics["test"][k] for k in task.seed_keys},
+                **{k: r.metrics["test"][k] for k in kind.seed_keys},
             }
             for s, r in runs.items()
         }
-        metrics["test_over_seeds"] = aggregate_seeds({s: r.metrics["test"] for s, r in runs.items()}, task.seed_keys)
-        by_seed = {str(s): task.prediction_rows(data, r.predictions) for s, r in runs.items()}
+        metrics["test_over_seeds"] = aggregate_seeds({s: r.metrics["test"] for s, r in runs.items()}, kind.seed_keys)
+        by_seed = {str(s): kind.rows(test, r.predictions) for s, r in runs.items()}
         for i, row in enumerate(rows):
             row["preds"] = {s: seed_rows[i]["pred"] for s, seed_rows in by_seed.items()}
     metrics["environment"] = run_environment(cfg.precision)  # so a run on another machine explains itself

@@ -39,11 +39,11 @@ from minisci.training import (
     check_at_load,
     check_unk_rate,
     checkpoint_to_resume,
-    fingerprint,
     keep_run_metrics,
     live_callback,
     report_random_init,
     run_environment,
+    run_id,
     train_or_restore,
     training_arguments,
 )
@@ -292,9 +292,9 @@ def run_pretraining(
         init_new_embeddings(model, new_ids, plan, len(tokenizer))
     if not cfg.nsp:
         freeze_nsp(model)
-    run_id = fingerprint(dataclasses.asdict(model_cfg), dataclasses.asdict(cfg), sha256_file(pairs_dir / "train.jsonl"))
+    identity = run_id(dataclasses.asdict(model_cfg), dataclasses.asdict(cfg), sha256_file(pairs_dir / "train.jsonl"))
     with args.main_process_first(desc="checkpoint bookkeeping"):
-        resume = checkpoint_to_resume(ckpt_dir, run_id) if args.process_index == 0 else None
+        resume = checkpoint_to_resume(ckpt_dir, identity) if args.process_index == 0 else None
     if args.world_size > 1:  # every rank resumes from the checkpoint rank 0 chose
         obj = [str(resume) if resume else None]
         torch.distributed.broadcast_object_list(obj, src=0)

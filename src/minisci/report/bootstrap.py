@@ -22,7 +22,7 @@ and understate the interval). Interval and p-value are computed from the replica
 the one-seed case. With one seed, step 2 always draws that seed and the result is
 :func:`paired_bootstrap`'s, bit for bit (the seed draws use their own random stream).
 
-Calibration (checked on synthetic data in tests/test_seed_bootstrap.py): resampling both levels
+Calibration (checked on synthetic data in tests/report/test_seed_bootstrap.py): resampling both levels
 counts the per-run example noise twice (once through the examples, once through the spread of the
 per-seed scores), while the spread of S resampled seeds has divisor S, not S - 1. When seed-to-seed
 variation is larger than a single run's example noise, as for BERT fine-tuning (0.3-0.5 F1 between
@@ -101,43 +101,6 @@ from statistics import NormalDist
 
 import numpy as np
 
-from minisci.data.readers import spans
-
-
-def ner_counts(rows: list[dict]) -> np.ndarray:
-    """Per sentence: [true positives, predicted entities, gold entities] (exact typed spans)."""
-    out = np.zeros((len(rows), 3))
-    for i, r in enumerate(rows):
-        gold, pred = set(spans(r["gold"])), set(spans(r["pred"]))
-        out[i] = (len(gold & pred), len(pred), len(gold))
-    return out
-
-
-def f1_from_counts(c: np.ndarray) -> np.ndarray:
-    """Micro F1 from summed counts (..., 3)."""
-    tp, n_pred, n_gold = c[..., 0], c[..., 1], c[..., 2]
-    return np.where(n_pred + n_gold > 0, 2 * tp / np.maximum(n_pred + n_gold, 1e-12), 0.0)
-
-
-def classification_counts(rows: list[dict], labels: list[str]) -> np.ndarray:
-    """Per example: correct, then per class [tp, fp, fn] (flattened)."""
-    out = np.zeros((len(rows), 1 + 3 * len(labels)))
-    for i, r in enumerate(rows):
-        out[i, 0] = r["gold"] == r["pred"]
-        for k, lab in enumerate(labels):
-            out[i, 1 + 3 * k] = r["gold"] == lab and r["pred"] == lab
-            out[i, 2 + 3 * k] = r["gold"] != lab and r["pred"] == lab
-            out[i, 3 + 3 * k] = r["gold"] == lab and r["pred"] != lab
-    return out
-
-
-def macro_f1_from_counts(c: np.ndarray, n_labels: int) -> np.ndarray:
-    f1s = []
-    for k in range(n_labels):
-        tp, fp, fn = c[..., 1 + 3 * k], c[..., 2 + 3 * k], c[..., 3 + 3 * k]
-        f1s.append(np.where(2 * tp + fp + fn > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1e-12), 0.0))
-    return np.mean(f1s, axis=0)
-
 
 def _interval(diffs: np.ndarray, observed: float) -> dict:
     """The observed difference, the 95% percentile interval of the resampled ones, and the two-sided
@@ -186,8 +149,8 @@ def seed_bootstrap(
     """Mean-over-seeds difference metric(b) - metric(a), its 95% interval and two-sided p-value
     from a hierarchical bootstrap over seeds and test examples (see the module docstring).
 
-    ``counts_*`` hold one per-example count array per fine-tuning seed (as :func:`ner_counts` or
-    :func:`classification_counts` return), paired by index between the arms. Besides the keys of
+    ``counts_*`` hold one per-example count array per fine-tuning seed (as
+    :meth:`minisci.tasks.kind.TaskKind.counts` returns), paired by index between the arms. Besides the keys of
     :func:`paired_bootstrap`: ``seeds``, each arm's mean and sample sd over seeds, the per-seed
     differences, ``seeds_b_better`` (seeds where b scores strictly higher), the variance components
     ``example_var`` and ``seed_var`` and the test size ``examples`` (:func:`minimum_detectable_effect`),

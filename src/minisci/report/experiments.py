@@ -16,42 +16,21 @@ cache stay there) are kept, marked carried, unless ``--no-carry``.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from minisci.errors import MinisciError
 from minisci.io import atomic_path
+from minisci.report.exp_show import flatten, format_value, params_of, read_show
+from minisci.report.studies import load_spec
 
 DEFAULT_METRICS = ("delta", "test.f1", "test.macro_f1", "p_value")
-DEFAULT_PARAMS_FILE = "params.yaml"  # dvc exp run -S names keys of other params files as FILE:key
 
 
-# 1. reading dvc exp show --json ---------------------------------------------------------------------
-
-
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as dotted keys; lists and scalars are leaves."""
-    if not isinstance(obj, dict) or (prefix and not obj):
-        return {prefix: obj}
-    out = {}
-    for key, value in obj.items():
-        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
-def _params(data: dict) -> dict[str, Any]:
-    out = {}
-    for file, content in (data.get("params") or {}).items():
-        prefix = "" if file == DEFAULT_PARAMS_FILE else f"{file}:"
-        out.update({prefix + k: v for k, v in flatten((content or {}).get("data") or {}).items()})
-    return out
+# 1. rows of dvc exp show --json ---------------------------------------------------------------------
 
 
 def _row(entry: dict, metrics_file: str, baseline: str | None, state: str) -> dict:
@@ -63,7 +42,7 @@ def _row(entry: dict, metrics_file: str, baseline: str | None, state: str) -> di
         "baseline": baseline,
         "timestamp": data.get("timestamp") or "",
         "state": "failed" if entry.get("error") else state,
-        "params": _params(data),
+        "params": params_of(data),
         "metrics": flatten(metrics),
     }
 
@@ -89,20 +68,6 @@ def experiment_rows(show: list[dict], metrics_file: str) -> list[dict]:
 
 
 # 2. the reproducing command -------------------------------------------------------------------------
-
-
-def format_value(value: Any) -> str:
-    """A value as ``dvc exp run -S`` (Hydra override grammar) reads it back."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(format_value(v) for v in value) + "]"
-    if isinstance(value, str):
-        plain = value and value == value.strip() and not any(c in value for c in "[]{}(),'\"=:\\")
-        return value if plain and yaml.safe_load(value) == value else "'" + value.replace("'", "\\'") + "'"
-    return repr(value) if isinstance(value, float) else str(value)
 
 
 def changed_params(row: dict, baseline: dict) -> dict[str, Any]:
@@ -230,53 +195,6 @@ def carried_rows(previous: list[dict[str, str]], rows: list[dict]) -> list[dict[
     return out
 
 
-def dvc_exp_show() -> list[dict]:
-    try:
-        proc = subprocess.run(
-            ["dvc", "exp", "show", "--json", "--all-commits"], capture_output=True, text=True, check=False
-        )
-    except FileNotFoundError:
-        raise MinisciError("dvc exp show: the dvc command is not installed") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        raise MinisciError(f"dvc exp show --json --all-commits failed ({proc.returncode}): {last}")
-    return json.loads(proc.stdout)
-
-
-def read_show(path: str | None) -> list[dict]:
-    if path is None:
-        return dvc_exp_show()
-    try:
-        show = json.loads(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:  # before ValueError, which it is: say which file, and where
-        raise MinisciError(
-            f"{path}: not UTF-8 (byte 0x{e.object[e.start]:02x} at byte offset {e.start}); "
-            "dvc exp show --json writes UTF-8"
-        ) from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise MinisciError(f"{path}: cannot read dvc exp show JSON: {e}") from None
-    if not isinstance(show, list):
-        raise MinisciError(f"{path}: expected the list that dvc exp show --json prints")
-    for i, commit in enumerate(show):  # the shapes the readers rely on, checked once with a place
-        _expect(path, f"[{i}]", commit, dict)
-        _expect(path, f"[{i}].data", commit.get("data"), dict)
-        _expect(path, f"[{i}].experiments", commit.get("experiments"), list)
-        for j, exp in enumerate(commit.get("experiments") or []):
-            _expect(path, f"[{i}].experiments[{j}]", exp, dict)
-            _expect(path, f"[{i}].experiments[{j}].revs", exp.get("revs"), list)
-            for r, rev in enumerate(exp.get("revs") or []):
-                _expect(path, f"[{i}].experiments[{j}].revs[{r}]", rev, dict)
-                _expect(path, f"[{i}].experiments[{j}].revs[{r}].data", rev.get("data"), dict)
-    return show
-
-
-def _expect(path, where: str, value, kind: type) -> None:
-    if value is not None and not isinstance(value, kind):
-        raise MinisciError(
-            f"{path}: {where}: expected a {kind.__name__} as dvc exp show --json prints, got {type(value).__name__}"
-        )
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="Markdown file to write (metrics/experiments.md)")
@@ -287,36 +205,30 @@ def main(argv: list[str] | None = None) -> None:
         help="comma-separated substrings; metric keys containing any of them become columns",
     )
     p.add_argument("--metrics-file", default="metrics/summary.json", help="the metrics file whose keys are shown")
-    p.add_argument(
-        "--studies",
-        metavar="MD",
-        help="also write the studies (metrics/studies.md, with .json beside it and charts in plots/studies)",
-    )
     p.add_argument("--spec", help="studies spec (default: the packaged minisci/report/studies.yaml)")
     p.add_argument(
         "--no-carry",
         action="store_true",
-        help="write only what dvc exp show lists here (by default the earlier log's other rows, and the "
-        "earlier studies of experiments not here, are kept and marked carried)",
+        help="write only what dvc exp show lists here (by default the earlier log's other rows are kept "
+        "and marked carried)",
     )
     args = p.parse_args(argv)
-    from minisci.report import studies  # imports this module
-
-    spec = studies.load_spec(args.spec)
     patterns = tuple(s.strip() for s in args.metrics.split(",") if s.strip())
-    show = read_show(args.json)
-    rows = experiment_rows(show, args.metrics_file)
+    write_log(
+        read_show(args.json), Path(args.out), load_spec(args.spec), patterns, args.metrics_file, not args.no_carry
+    )
+
+
+def write_log(show: list[dict], out: Path, spec, patterns: tuple[str, ...], metrics_file: str, carry: bool) -> None:
+    """The experiment log of ``dvc exp show`` output at ``out`` (rows of the earlier log there kept
+    and marked carried with ``carry``)."""
+    rows = experiment_rows(show, metrics_file)
     if not rows:
         raise MinisciError("dvc exp show: no commits or experiments to log")
-    carried = [] if args.no_carry else carried_rows(read_log(Path(args.out)), rows)
-    if args.studies:
-        out = Path(args.studies)
-        studies.report(
-            spec, show, Path.cwd(), out, out.with_suffix(".json"), Path("plots/studies"), 2000, 13, not args.no_carry
-        )
-    with atomic_path(args.out) as tmp:
+    carried = carried_rows(read_log(out), rows) if carry else []
+    with atomic_path(out) as tmp:
         tmp.write_text(
-            "# Experiment log\n\nGenerated by `python -m minisci.report.experiments` from `dvc exp show --json`; "
+            "# Experiment log\n\nGenerated by `python -m minisci.report` from `dvc exp show --json`; "
             "params are shown where they differ from the baseline commit. The experiments of the studies "
             "(`src/minisci/report/studies.yaml`) show the command that queued them; those that ran one stage "
             "have their results in [studies.md](studies.md). Rows marked (carried) are kept from the log written "
@@ -324,10 +236,10 @@ def main(argv: list[str] | None = None) -> None:
             + experiments_table(rows, patterns, spec_commands(rows, spec), carried),
             encoding="utf-8",
         )
-    print(f"experiments: {len(rows)} rows" + (f" and {len(carried)} carried" if carried else "") + f" -> {args.out}")
+    print(f"experiments: {len(rows)} rows" + (f" and {len(carried)} carried" if carried else "") + f" -> {out}")
 
 
 if __name__ == "__main__":
-    from minisci.stage import run_stage
+    from minisci.stage import run_command
 
-    sys.exit(run_stage(main))
+    sys.exit(run_command(main))

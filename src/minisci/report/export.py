@@ -8,116 +8,44 @@ One definition of an arm's score is used wherever it stands beside a difference 
 rows, chart bars): the mean over fine-tuning seeds, with its sample sd; that mean is what the
 difference compares. A single seed's score is labelled with its seed.
 
-Every fine-tuned dataset is reported the same way; what differs between tasks (the headline
-metric, the columns, how a test example is counted for the bootstrap) is one row of :data:`TASKS`.
+Every fine-tuned dataset is reported the same way; what differs between task kinds (the headline
+metric, the columns, how a test example is counted for the bootstrap, the error analysis) is read
+from the kind (:mod:`minisci.tasks`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 from minisci.config import SPLITS, DatasetConfig, ExportMetricsConfig
 from minisci.data.readers import load_prepared
 from minisci.errors import MinisciError
 from minisci.io import iter_jsonl
-from minisci.metrics.classification_f1 import scored_labels
 from minisci.report import retrieval
 from minisci.report.bootstrap import (
     ALPHA,
     POWER,
-    classification_counts,
-    f1_from_counts,
     holm,
-    macro_f1_from_counts,
     multi_power,
-    ner_counts,
     seeds_for_margin,
     verdict,
 )
-from minisci.report.errors import NER_KINDS, arm_differences, confident_errors, conll_text, ner_errors
+from minisci.report.error_analysis import ANALYSES, NER_KINDS, arm_differences
 from minisci.report.pretrain_seeds import compare, report_rows
+from minisci.tasks import registry
+from minisci.tasks.kind import TaskKind
 
 ARMS = ("baseline", "adapted")
+CURVES = "curves"  # the training curves' folder in a stage's plots (minisci.training.write_curves)
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.2f}"
 
 
-# 1. the task table ------------------------------------------------------------------------------------------
-
-
-def _classification_score(labels: list[str]) -> Callable:
-    return lambda c: macro_f1_from_counts(c, len(labels))
-
-
-def _labels_scored(arms: dict, preds: dict) -> list[str]:
-    """Classification labels with test support, in label order: the fixed set the stages' macro-F1
-    averages over, the same for both arms (:func:`minisci.metrics.classification_f1.scored_labels`)."""
-    return scored_labels([r["gold"] for r in preds["baseline"]], arms["baseline"]["labels"])
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskReport:
-    """How one fine-tuning task is read, compared and shown."""
-
-    stage: str  # its stage: the folder of its metrics and models
-    title: str  # how the report names a dataset of this task
-    metric: str  # the headline test metric, compared between arms
-    metric_label: str
-    summary_keys: tuple[str, ...]  # test metrics in summary.json
-    columns: tuple[tuple[str, str], ...]  # (header, test metric) of the details table
-    breakdown: str  # per-item test scores: per_type | per_class
-    item: str  # what one breakdown row is
-    curves: tuple[str, ...]  # training curves overlaid for both arms in the top-level DVC plots
-    labels: Callable  # (arms' metrics, arms' test rows) -> the labels the comparison scores over
-    counts: Callable  # (test prediction rows, labels) -> per-example additive counts
-    score: Callable  # labels -> (summed counts -> headline metric)
-
-
-TASKS = {
-    "ner": TaskReport(
-        stage="finetune_ner",
-        title="NER",
-        metric="f1",
-        metric_label="entity F1 (micro)",
-        summary_keys=("precision", "recall", "f1"),
-        columns=(
-            ("P", "precision"),
-            ("R", "recall"),
-            ("F1", "f1"),
-            ("macro-F1", "macro_f1"),
-            ("token acc.", "token_accuracy"),
-        ),
-        breakdown="per_type",
-        item="type",
-        curves=("dev_f1", "loss"),
-        labels=lambda arms, preds: arms["baseline"]["labels"],
-        counts=lambda rows, labels: ner_counts(rows),
-        score=lambda labels: f1_from_counts,
-    ),
-    "classification": TaskReport(
-        stage="finetune_classification",
-        title="classification",
-        metric="macro_f1",
-        metric_label="macro-F1",
-        summary_keys=("accuracy", "macro_f1"),
-        columns=(("accuracy", "accuracy"), ("macro-F1", "macro_f1"), ("micro-F1", "micro_f1")),
-        breakdown="per_class",
-        item="class",
-        curves=("dev_macro_f1", "loss"),
-        labels=lambda arms, preds: _labels_scored(arms, preds),
-        counts=classification_counts,
-        score=_classification_score,
-    ),
-}
-
-
-# 2. collect -------------------------------------------------------------------------------------------------
+# 1. collect -------------------------------------------------------------------------------------------------
 
 
 def _read_json(path: Path) -> dict:
@@ -163,7 +91,8 @@ def _seed_rows(rows: list[dict], seeds: list[int]) -> list[list[dict]]:
 def _missing_per_split(meta: dict) -> dict[str, list[str]]:
     """Labels (classes or entity types) with no example in a split, from ``dataset.json``'s counts;
     a split whose counts are not there is skipped."""
-    key = "entities_per_type" if meta.get("task") == "ner" else "per_label"
+    kind = registry.KINDS.get(meta.get("task"))
+    key = kind.label_counts if kind else None
     out = {}
     for split in SPLITS:
         counts = (meta.get("counts") or {}).get(split) or {}
@@ -181,7 +110,8 @@ def dataset_health(data_dir: Path, name: str) -> dict:
         return {"name": name, "prepared": False}
     meta = json.loads(path.read_text(encoding="utf-8"))
     counts = meta.get("counts") or {}
-    size = "examples" if meta.get("task") == "classification" else "sentences"
+    kind = registry.KINDS.get(meta.get("task"))
+    size = kind.size_unit if kind else "examples"
     out = {
         "name": name,
         "prepared": True,
@@ -198,20 +128,20 @@ def dataset_health(data_dir: Path, name: str) -> dict:
     return out
 
 
-def _test_texts(data_dir: Path | None, ds: str, task: str) -> list[str] | None:
-    if task != "classification" or data_dir is None or not (data_dir / ds / "test.jsonl").is_file():
+def _test_texts(data_dir: Path | None, ds: str, kind: TaskKind) -> list[str] | None:
+    if not ANALYSES[kind.errors].needs_texts or data_dir is None or not (data_dir / ds / "test.jsonl").is_file():
         return None
     return [e.text for e in load_prepared(data_dir / ds, splits=("test",)).splits["test"]]
 
 
-def _errors(task: str, preds: dict, texts: list[str] | None, labels: list[str], top: int) -> dict:
+def _errors(kind: TaskKind, preds: dict, texts: list[str] | None, labels: list[str], top: int) -> dict:
     """Per arm the errors of its saved model (the first seed's predictions), and where the arms differ."""
-    out = {"differences": arm_differences(task, preds["baseline"], preds["adapted"], texts, top)}
+    analysis = ANALYSES[kind.errors]
+    out = {"differences": arm_differences(analysis.judge, preds["baseline"], preds["adapted"], texts, top)}
     for arm in ARMS:
-        if task == "ner":
-            out[arm] = ner_errors(preds[arm], top)
-        elif texts is not None:
-            out[arm] = {"confident": confident_errors(preds[arm], texts, labels, top)}
+        found = analysis.arm_errors(preds[arm], texts, labels, top)
+        if found is not None:
+            out[arm] = found
     return out
 
 
@@ -236,41 +166,47 @@ def collect(
     fine-tuned; ``data_dir``: the prepared datasets (health lines, classification texts)."""
     tasks = {}
     for task, datasets in runs.items():
-        t = TASKS[task]
+        kind = registry.get(task)
         for ds in datasets:
-            stage = {a: f"{t.stage}@{ds}-{a}" for a in ARMS}  # the DVC stage that wrote an arm's files
-            arms = {a: _read_arm(metrics_dir / t.stage / ds / f"{a}.json", stage[a]) for a in ARMS}
+            stage = {a: f"{kind.stage}@{ds}-{a}" for a in ARMS}  # the DVC stage that wrote an arm's files
+            arms = {a: _read_arm(metrics_dir / kind.stage / ds / f"{a}.json", stage[a]) for a in ARMS}
             if arms["baseline"]["seeds"] != arms["adapted"]["seeds"]:  # seeds edited between the arms' runs
                 raise MinisciError(
-                    f"{t.stage} {ds}: the arms ran different seeds (baseline {arms['baseline']['seeds']}, adapted "
-                    f"{arms['adapted']['seeds']}); rerun both with {t.stage}.seeds: "
+                    f"{kind.stage} {ds}: the arms ran different seeds (baseline {arms['baseline']['seeds']}, adapted "
+                    f"{arms['adapted']['seeds']}); rerun both with {kind.stage}.seeds: "
                     f"dvc repro -f {stage['baseline']} {stage['adapted']}"
                 )
-            preds = {a: _predictions(models_dir / t.stage / ds / a / "test_predictions.jsonl", stage[a]) for a in ARMS}
-            labels = t.labels(arms, preds)
-            counts = {a: [t.counts(rows, labels) for rows in _seed_rows(preds[a], arms[a]["seeds"])] for a in ARMS}
+            preds = {
+                a: _predictions(models_dir / kind.stage / ds / a / "test_predictions.jsonl", stage[a]) for a in ARMS
+            }
+            labels = kind.report_labels(arms, preds)
+            runs_of = {a: _seed_rows(preds[a], arms[a]["seeds"]) for a in ARMS}
+            every = [[r["pred"] for r in rows] for a in ARMS for rows in runs_of[a]]
+            items = kind.items([r["gold"] for r in preds["baseline"]], every, arms["baseline"]["labels"])
+            counts = {a: [kind.counts(rows, items) for rows in runs_of[a]] for a in ARMS}
             # examples, pretraining seeds and fine-tuning seeds resampled together (the Multi-Bootstrap;
             # one pretraining seed: the seed bootstrap, one seed: the paired bootstrap over examples)
             boot = compare(
                 counts["baseline"],
                 counts["adapted"],
                 arms,
-                t.score(labels),
+                kind.headline(len(items)),
                 cfg.bootstrap_resamples,
                 cfg.seed,
                 cfg.margin(task),
-                metrics_dir / t.stage / ds / "adapted.json",
+                metrics_dir / kind.stage / ds / "adapted.json",
             )
             boot.update(verdict=verdict(boot), **_power(boot, cfg.margin(task)))
             published = catalog[ds].published if ds in catalog else None
-            texts = _test_texts(data_dir, ds, task)
+            texts = _test_texts(data_dir, ds, kind)
+            conll = ANALYSES[kind.errors].word_predictions
             tasks[(task, ds)] = {
                 "arms": arms,
                 "bootstrap": boot,
                 "published": published or {},
                 "labels": labels,
-                "errors": _errors(task, preds, texts, arms["baseline"]["labels"], cfg.error_examples),
-                "conll": {a: conll_text(preds[a]) for a in ARMS} if task == "ner" else None,
+                "errors": _errors(kind, preds, texts, arms["baseline"]["labels"], cfg.error_examples),
+                "conll": {a: conll(preds[a]) for a in ARMS} if conll else None,
             }
     if len(tasks) > 1:  # several comparisons in one run: family-wise (Holm) p-values beside the raw ones
         for t, p in zip(tasks.values(), holm([t["bootstrap"]["p_value"] for t in tasks.values()])):
@@ -288,7 +224,7 @@ def collect(
     }
 
 
-# 3. summary.json: the few numbers `dvc metrics diff` and `dvc exp show` are read for ---------------------------
+# 2. summary.json: the few numbers `dvc metrics diff` and `dvc exp show` are read for ---------------------------
 
 
 def arm_score(t: dict, task: str, arm: str) -> tuple[float, float | None]:
@@ -296,7 +232,7 @@ def arm_score(t: dict, task: str, arm: str) -> tuple[float, float | None]:
     headline test metric, as the bootstrap computed it from the saved predictions (the quantity the
     difference compares), and its sample sd (None with one seed, whose score it then is)."""
     b, x = t["bootstrap"], "a" if arm == "baseline" else "b"
-    mean = b.get(f"mean_{x}", t["arms"][arm]["test"][TASKS[task].metric])
+    mean = b.get(f"mean_{x}", t["arms"][arm]["test"][registry.get(task).metric])
     return mean, (b.get(f"sd_{x}") if b["seeds"] > 1 else None)
 
 
@@ -308,7 +244,7 @@ def summary(data: dict) -> dict:
     changed in the results. Numbers only (the verdict is in the report)."""
     out = {}
     for (task, ds), t in data["tasks"].items():
-        spec, prefix, b = TASKS[task], f"{task}.{ds}", t["bootstrap"]
+        spec, prefix, b = registry.get(task), f"{task}.{ds}", t["bootstrap"]
         for arm in ARMS:
             mean, sd = arm_score(t, task, arm)
             out[f"{prefix}.{arm}.test.{spec.metric}"] = mean
@@ -341,11 +277,11 @@ def stage_seconds(data: dict) -> dict:
     }
     for (task, ds), t in data["tasks"].items():
         for arm, m in t["arms"].items():
-            out[f"{TASKS[task].stage}@{ds}-{arm}"] = m.get("wall_seconds")
+            out[f"{registry.get(task).stage}@{ds}-{arm}"] = m.get("wall_seconds")
     return out
 
 
-# 4. the report ------------------------------------------------------------------------------------------------
+# 3. the report ------------------------------------------------------------------------------------------------
 
 
 def _anchor(published: dict, metric: str) -> str:
@@ -375,7 +311,7 @@ def _headline_rows(data: dict, margins: dict | None = None) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (task, ds), t in data["tasks"].items():
-        spec, boot = TASKS[task], t["bootstrap"]
+        spec, boot = registry.get(task), t["bootstrap"]
         b, a = (_score_cell(t, task, arm) for arm in ARMS)
         ahead = f"{boot['seeds_b_better']} of {boot['seeds']} seeds" if boot["seeds"] > 1 else "–"
         holm_p = f"{boot['p_holm']:.3f}" if "p_holm" in boot else "–"
@@ -449,7 +385,7 @@ def _f1_cell(v: dict) -> str:
 
 
 def _detail_rows(task: str, ds: str, t: dict) -> list[str]:
-    spec = TASKS[task]
+    spec = registry.get(task)
     heads = [h for h, _ in spec.columns]
     seeds = t["arms"]["baseline"].get("seeds") or []
     arm_head = f"arm, seed {seeds[0]} only (of {seeds})" if len(seeds) > 1 else "arm"
@@ -467,7 +403,7 @@ def _detail_rows(task: str, ds: str, t: dict) -> list[str]:
     items = list(t["arms"]["baseline"]["test"][spec.breakdown])
     lines += [
         "",
-        f"| {spec.item} | baseline F1 | adapted F1 | support | published F1 (not ours) |",
+        f"| {spec.item_word} | baseline F1 | adapted F1 | support | published F1 (not ours) |",
         "|---|---|---|---|---|",
     ]
     for item in items:
@@ -500,12 +436,13 @@ def _error_rows(task: str, ds: str, t: dict) -> list[str]:
     errors, seed = t.get("errors"), (t["arms"]["baseline"].get("seeds") or ["?"])[0]
     if not errors:
         return []
-    lines = [f"### {TASKS[task].title}: {ds}", ""]
-    if task == "ner":
+    kind = registry.get(task)
+    lines = [f"### {kind.title}: {ds}", ""]
+    if all("kinds" in errors.get(arm, {}) for arm in ARMS):  # span error kinds (NER)
         lines += [
             f"Error kinds of each saved model (seed {seed}), entity spans: "
             + ", ".join(NER_KINDS).replace("_", " ")
-            + " (defined in `src/minisci/report/errors.py`). Word-level predictions: "
+            + " (defined in `src/minisci/report/error_analysis.py`). Word-level predictions: "
             f"`{ds}/baseline.conll`, `{ds}/adapted.conll` in the predictions folder.",
             "",
             "| arm | correct | " + " | ".join(k.replace("_", " ") for k in NER_KINDS) + " |",
@@ -518,7 +455,6 @@ def _error_rows(task: str, ds: str, t: dict) -> list[str]:
         for arm in ARMS:
             lines.append(f"- {arm}, most often missed: {_strings(errors[arm]['missed'])}")
             lines.append(f"- {arm}, most often spurious: {_strings(errors[arm]['spurious'])}")
-        unit = "gold entities"
     else:
         for arm in ARMS:
             conf = errors.get(arm, {}).get("confident", [])
@@ -534,7 +470,7 @@ def _error_rows(task: str, ds: str, t: dict) -> list[str]:
                     for e in conf
                 ]
                 lines.append("")
-        unit = "test examples"
+    unit = ANALYSES[kind.errors].judged
     d = errors["differences"]
     lines += [
         "",
@@ -552,7 +488,7 @@ def _error_rows(task: str, ds: str, t: dict) -> list[str]:
 
 def report(data: dict, cfg: ExportMetricsConfig) -> str:
     base = data.get("base_model", "the base model")
-    margins = {task: cfg.margin(task) for task in TASKS}
+    margins = {task: cfg.margin(task) for task in registry.names()}
     lines = [
         "# minisci results",
         "",
@@ -568,7 +504,7 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
         f"Verdict: **better** or **worse** when the 95% interval excludes 0; **equivalent within ±m** when two "
         f"one-sided tests (TOST, the same bootstrap) reject both −m and +m at α = {ALPHA} (the 90% interval lies "
         f"inside ±m), m declared in params.yaml before the run (export_metrics.equivalence_margin_*: "
-        + ", ".join(f"{TASKS[k].title} ±{100 * v:.1f}" for k, v in margins.items())
+        + ", ".join(f"{registry.get(k).title} ±{100 * v:.1f}" for k, v in margins.items())
         + "); **inconclusive** otherwise: not significant, and not shown equivalent either. When a run "
         "compares several datasets, Holm-adjusted p-values stand beside the raw ones.",
         "",
@@ -629,7 +565,7 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-# 5. charts and plot data ----------------------------------------------------------------------------------------
+# 4. charts and plot data ----------------------------------------------------------------------------------------
 
 
 def comparison_bars(data: dict) -> list[dict]:
@@ -649,7 +585,7 @@ def comparison_bars(data: dict) -> list[dict]:
                 "ci": (100 * b["ci_low"], 100 * b["ci_high"]),
                 "label": f"{100 * b['difference']:+.2f}, p={b['p_value']:.3f}"
                 + (f"\n{b['verdict']}" if b.get("verdict") else ""),
-                "tick": f"{ds}\n{TASKS[task].metric_label}\n({what})",
+                "tick": f"{ds}\n{registry.get(task).metric_label}\n({what})",
             }
         )
     return bars
@@ -704,8 +640,8 @@ def _loss_chart(plt, plots_dir: Path, path: Path, runs: dict[str, list[str]] | N
     fine-tuning curve of any other dataset (left in plots/ by an earlier run or experiment) is not
     drawn, so the chart never mixes runs. Each curve is labelled by dataset and arm."""
     groups: dict[str, list[Path]] = {}
-    for curve in sorted(plots_dir.glob("**/plots/metrics/loss.tsv")):
-        run = curve.parents[2].relative_to(plots_dir).as_posix().split("/")
+    for curve in sorted(plots_dir.glob(f"**/{CURVES}/loss.tsv")):
+        run = curve.parents[1].relative_to(plots_dir).as_posix().split("/")
         if runs is not None and run[0] in runs and (len(run) < 2 or run[1] not in runs[run[0]]):
             continue
         groups.setdefault(run[0], []).append(curve)
@@ -713,7 +649,7 @@ def _loss_chart(plt, plots_dir: Path, path: Path, runs: dict[str, list[str]] | N
     for ax, (group, curves) in zip(axes[0], sorted(groups.items(), key=lambda g: g[0] != "pretrain")):
         for curve in curves:
             rows = [line.split("\t") for line in curve.read_text().splitlines()[1:]]
-            label = curve.parents[2].relative_to(plots_dir / group).as_posix().replace("/", ", ")
+            label = curve.parents[1].relative_to(plots_dir / group).as_posix().replace("/", ", ")
             steps, losses = [int(r[0]) for r in rows], [float(r[-1]) for r in rows]
             ax.plot(steps, losses, marker="o" if len(rows) == 1 else None, label=label if label != "." else "loss")
         ax.set_title(GROUP_TITLES.get(group, group.replace("_", " ")), fontsize=9)
@@ -760,10 +696,10 @@ def charts(data: dict, plots_dir: Path, out_dir: Path) -> list[Path]:
     _comparison_chart(plt, data, written[0])
     runs: dict[str, list[str]] = {}
     for task, ds in data["tasks"]:
-        runs.setdefault(TASKS[task].stage, []).append(ds)
+        runs.setdefault(registry.get(task).stage, []).append(ds)
     _loss_chart(plt, plots_dir, written[1], runs)
     for (task, ds), t in data["tasks"].items():
-        if TASKS[task].breakdown == "per_class":
+        if registry.get(task).breakdown == "per_class":
             written.append(out_dir / f"confusion_{ds}.png")
             _confusion_chart(plt, ds, t, written[-1])
     return written
@@ -775,7 +711,7 @@ def per_type_rows(data: dict) -> list[dict]:
     rows = []
     for (task, ds), t in data["tasks"].items():
         for arm, m in t["arms"].items():
-            for item, v in m["test"][TASKS[task].breakdown].items():
+            for item, v in m["test"][registry.get(task).breakdown].items():
                 if v.get("f1") is not None:
                     rows.append({"item": f"{ds}/{item} ({arm})", "dataset": ds, "arm": arm, "f1": v["f1"]})
     return rows
@@ -786,11 +722,11 @@ def write_compare_plots(data: dict, plots_dir: Path, out: Path) -> None:
     ran: ``<task>/<arm>/<curve>.tsv`` (the training curves of the task's first dataset, the one
     its stage lists first), ``per_type/<arm>.json`` (test F1 per dataset and type or class) and
     ``error_kinds/<arm>.json`` (NER error counts per dataset and kind)."""
-    for task, spec in TASKS.items():
+    for task, spec in registry.KINDS.items():
         first = next((ds for (tk, ds) in data["tasks"] if tk == task), None)
         for arm in ARMS:
             for curve in spec.curves:
-                src = plots_dir / spec.stage / str(first) / arm / "plots" / "metrics" / f"{curve}.tsv"
+                src = plots_dir / spec.stage / str(first) / arm / CURVES / f"{curve}.tsv"
                 dst = out / task / arm / f"{curve}.tsv"
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 # a task that did not run gets a header only, so the declared plot stays valid
@@ -799,13 +735,13 @@ def write_compare_plots(data: dict, plots_dir: Path, out: Path) -> None:
         per_type = [
             {"item": f"{ds}/{item}", "f1": v["f1"]}
             for (task, ds), t in data["tasks"].items()
-            for item, v in t["arms"][arm]["test"][TASKS[task].breakdown].items()
+            for item, v in t["arms"][arm]["test"][registry.get(task).breakdown].items()
             if v.get("f1") is not None
         ]
         kinds = [
             {"item": f"{ds}/{kind.replace('_', ' ')}", "count": t["errors"][arm]["kinds"][kind]}
             for (task, ds), t in data["tasks"].items()
-            if task == "ner" and t.get("errors")
+            if "kinds" in (t.get("errors") or {}).get(arm, {})
             for kind in NER_KINDS
         ]
         for name, rows in (("per_type", per_type), ("error_kinds", kinds)):

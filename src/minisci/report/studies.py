@@ -1,9 +1,9 @@
 """Studies: two arms of queued experiments compared on one test set, with seed-aware significance.
 
 Usage:
-    python -m minisci.report.studies queue [--only NAME ...] [--dry-run]    # dvc exp run --queue ...
-    dvc queue start                                                        # runs them, one at a time
-    python -m minisci.report.studies report                                # tables, JSON and charts
+    python -m minisci.report queue [--only NAME ...] [--dry-run]    # dvc exp run --queue ...
+    dvc queue start                                                # runs them, one at a time
+    python -m minisci.report                                       # the experiment log, the studies' tables, JSON and charts
 
 A study (``studies.yaml`` beside this module; ``--spec`` for your own) names a dataset and two sides,
 each the test predictions of one fine-tuned arm: of an experiment (``experiment: NAME``) or of the
@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from minisci.data.readers import spans
 from minisci.errors import MinisciError
 from minisci.io import atomic_path
-from minisci.report.bootstrap import f1_from_counts, seed_bootstrap
-from minisci.report.experiments import _params, format_value, read_show
-from minisci.report.export import TASKS
+from minisci.report.bootstrap import seed_bootstrap
+from minisci.report.exp_show import format_value, params_of, read_show
+from minisci.tasks import counting, registry
+from minisci.tasks.kind import TaskKind
 
 ARMS = ("baseline", "adapted")
 DEFAULT_SPEC = "studies.yaml"  # packaged beside this module
@@ -226,7 +226,7 @@ def experiment_index(show: list[dict]) -> dict[str, dict]:
     for commit in show:
         if commit.get("rev") == "workspace":
             continue
-        commit_params = _params(commit.get("data") or {})
+        commit_params = params_of(commit.get("data") or {})
         for exp in commit.get("experiments") or []:
             revs = exp.get("revs") or []
             state = (exp.get("executor") or {}).get("state")
@@ -237,7 +237,7 @@ def experiment_index(show: list[dict]) -> dict[str, dict]:
                 "rev": revs[0]["rev"],
                 "commit": commit["rev"],
                 "timestamp": data.get("timestamp") or "",
-                "params": _params(data),
+                "params": params_of(data),
                 "commit_params": commit_params,
                 "catalog": _catalog(data),
             }
@@ -284,7 +284,7 @@ def _read(root: Path, rev: str, path: str) -> str:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise MinisciError(
             f"{path} at {rev[:7]}: cannot read it ({msg}); its outputs must be in this clone's DVC cache "
-            "(rerun the experiment: python -m minisci.report.studies queue)"
+            "(rerun the experiment: python -m minisci.report queue)"
         ) from None
 
 
@@ -295,116 +295,47 @@ def seed_predictions(rows: list[dict], seeds: list[int]) -> list[list[list[str]]
     return [[r["preds"][str(s)] for r in rows] for s in seeds]
 
 
-def counts(gold: list[list[str]], pred: list[list[str]], etype: str | None = None) -> np.ndarray:
-    """Per sentence [true positives, predicted, gold] entity spans, of one type or all."""
-    out = np.zeros((len(gold), 3))
-    for i, (g, p) in enumerate(zip(gold, pred)):
-        gs = {s for s in spans(g) if etype is None or s[0] == etype}
-        ps = {s for s in spans(p) if etype is None or s[0] == etype}
-        out[i] = (len(gs & ps), len(ps), len(gs))
-    return out
-
-
-def precision_from_counts(c: np.ndarray) -> np.ndarray:
-    return np.where(c[..., 1] > 0, c[..., 0] / np.maximum(c[..., 1], 1e-12), 0.0)
-
-
-def recall_from_counts(c: np.ndarray) -> np.ndarray:
-    return np.where(c[..., 2] > 0, c[..., 0] / np.maximum(c[..., 2], 1e-12), 0.0)
-
-
-SCORES = {"precision": precision_from_counts, "recall": recall_from_counts, "f1": f1_from_counts}
-
-
 def _mean_sd(values: list[float]) -> dict:
     v = np.asarray(values, dtype=float)
     return {"mean": round(float(v.mean()), 4), "sd": round(float(v.std(ddof=1)) if len(v) > 1 else 0.0, 4)}
 
 
-def class_counts(gold: list[str], pred: list[str], label: str) -> np.ndarray:
-    """Per example [true positive, predicted, gold] for one class: the layout of :func:`counts`, so that
-    one class's precision, recall and F1 are the entity functions'."""
-    g = np.array([x == label for x in gold], dtype=bool)
-    p = np.array([x == label for x in pred], dtype=bool)
-    return np.stack([g & p, p, g], axis=1).astype(float)
-
-
-def _per_class(c: np.ndarray, n_classes: int) -> np.ndarray:
-    """Summed counts (..., 3 * n_classes), class after class, as (..., n_classes, 3)."""
-    return c.reshape(*c.shape[:-1], n_classes, 3)
-
-
-def classification_scores(n_classes: int) -> dict:
-    """Macro precision, recall and F1 over the classes, and accuracy, from :func:`class_counts` of every
-    class side by side (accuracy = correct / examples = summed true positives / summed gold)."""
-
-    def macro(f):
-        return lambda c: f(_per_class(c, n_classes)).mean(axis=-1)
-
-    def accuracy(c):
-        k = _per_class(c, n_classes).sum(axis=-2)
-        return np.where(k[..., 2] > 0, k[..., 0] / np.maximum(k[..., 2], 1e-12), 0.0)
-
-    return {name: macro(f) for name, f in SCORES.items()} | {"accuracy": accuracy}
-
-
-@dataclasses.dataclass(frozen=True)
-class Scoring:
-    """How one task's test predictions are counted and scored: the items broken down (entity types or
-    classes), per-example counts of every item together (``item`` None) or of one, and the scores
-    computed from summed counts (``f1`` the headline: entity F1 or macro-F1)."""
-
-    stage: str
-    items: list[str]
-    count: Any  # (gold, pred, item | None) -> per-example counts
-    scores: dict
-
-
-def scoring(task: str, gold: list, preds: list[list], labels: list[str]) -> Scoring:
-    """The scoring of a ``task`` (the catalogue's ner | classification) for the gold labels and every
-    seed's predictions of both sides; ``labels`` are the classification stage's labels (its order)."""
-    if task == "classification":
-        # The stage's rule (minisci.metrics.classification_f1): one fixed class set for both sides, the
-        # dataset's labels with gold support, so a class only one side predicts cannot change the average.
-        in_gold = set(gold)
-        classes = [lab for lab in labels if lab in in_gold] + sorted(in_gold - set(labels))
-
-        def count(g, p, item=None):
-            if item is not None:
-                return class_counts(g, p, item)
-            return np.hstack([class_counts(g, p, lab) for lab in classes])
-
-        return Scoring(TASKS[task].stage, classes, count, classification_scores(len(classes)))
-    types = sorted({s[0] for g in gold for s in spans(g)})
-    return Scoring(TASKS[task].stage, types, counts, SCORES)
+def items_and_types(kind: TaskKind, gold: list, preds: list[list], labels: list[str]) -> tuple[list[str], list[str]]:
+    """The items a study counts (the kind's :attr:`~minisci.tasks.kind.TaskKind.items` over every
+    seed's predictions of both sides) and those it breaks the scores down by: the items with gold
+    support, in the same order."""
+    items = kind.items(gold, preds, labels)
+    support = counting.support(kind.count(gold, gold, items), len(items))
+    return items, [t for t, n in zip(items, support) if n]
 
 
 def score_side(
-    gold: list, preds: list[list], types: list[str], count=counts, scores: dict | None = None
+    kind: TaskKind, gold: list, preds: list[list], items: list[str], types: list[str]
 ) -> tuple[dict, list, dict]:
-    """Per-seed and mean +- sd scores (entity precision, recall and F1 unless ``scores`` says
-    otherwise), overall and per type or class, plus the count arrays."""
-    scores = SCORES if scores is None else scores
-    overall = [count(gold, p) for p in preds]
-    per_type = {t: [count(gold, p, t) for p in preds] for t in types}
+    """Per-seed and mean +- sd scores of the kind (:attr:`~minisci.tasks.kind.TaskKind.scores`),
+    overall and per type or class (precision, recall and F1 of its own counts), plus the count arrays."""
+    scores = kind.scores(len(items))
+    overall = [kind.count(gold, p, items) for p in preds]
+    per_type = {t: [counting.item(c, items.index(t)) for c in overall] for t in types}
     out = {name: _mean_sd([float(f(c.sum(0))) for c in overall]) for name, f in scores.items()}
     out["per_seed"] = {name: [round(float(f(c.sum(0))), 4) for c in overall] for name, f in scores.items()}
     out["per_type"] = {
-        t: {name: _mean_sd([float(f(c.sum(0))) for c in cs]) for name, f in SCORES.items()}
+        t: {name: _mean_sd([float(f(c.sum(0))) for c in cs]) for name, f in counting.SCORES.items()}
         | {"support": int(cs[0][:, 2].sum())}
         for t, cs in per_type.items()
     }
     return out, overall, per_type
 
 
-def task_of(study: Study, index: dict) -> str:
-    """The study dataset's ``task`` in the catalogue of its b side's experiment (ner when unnamed)."""
-    task = ((index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}).get("task") or "ner"
-    if task not in TASKS:
+def task_of(study: Study, index: dict) -> TaskKind:
+    """The kind of the study dataset's ``task`` in the catalogue of its b side's experiment (NER when
+    unnamed: catalogues before the task key)."""
+    task = ((index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}).get("task") or registry.NER.name
+    if task not in registry.KINDS:
         raise MinisciError(
-            f"studies.{study.name}: dataset {study.dataset!r} has task {task!r}, not one of {', '.join(TASKS)}"
+            f"studies.{study.name}: dataset {study.dataset!r} has task {task!r}, not one of {', '.join(registry.names())}"
         )
-    return task
+    return registry.get(task)
 
 
 def load_side(root: Path, side: Side, dataset: str, index: dict, stage: str = "finetune_ner") -> dict:
@@ -431,8 +362,8 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
         states = experiment_states(show)
         missing = {name: states.get(name, "not run") for name in missing}
         return {"title": study.title, "dataset": study.dataset, "status": "not run", "missing": missing}
-    task = task_of(study, index)
-    sides = {k: load_side(root, getattr(study, k), study.dataset, index, TASKS[task].stage) for k in ("a", "b")}
+    kind = task_of(study, index)
+    sides = {k: load_side(root, getattr(study, k), study.dataset, index, kind.stage) for k in ("a", "b")}
     seeds = {k: [int(s) for s in v["metrics"]["seeds"]] for k, v in sides.items()}
     if seeds["a"] != seeds["b"]:
         raise MinisciError(f"studies.{study.name}: the sides have different seeds ({seeds['a']} vs {seeds['b']})")
@@ -440,20 +371,20 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
     if gold != [r["gold"] for r in sides["b"]["rows"]]:
         raise MinisciError(f"studies.{study.name}: the sides were tested on different test sets")
     preds = {k: seed_predictions(v["rows"], seeds[k]) for k, v in sides.items()}
-    sc = scoring(task, gold, [*preds["a"], *preds["b"]], sides["a"]["metrics"].get("labels") or [])
-    types = sc.items
+    labels = sides["a"]["metrics"].get("labels") or []
+    items, types = items_and_types(kind, gold, [*preds["a"], *preds["b"]], labels)
     result = {
         "title": study.title,
         "dataset": study.dataset,
         "status": "done",
         "seeds": seeds["a"],
         "types": types,
-        "task": task,
+        "task": kind.name,
     }
     scored = {}
     for k, v in sides.items():
         side = getattr(study, k)
-        summary, overall, per_type = score_side(gold, preds[k], types, sc.count, sc.scores)
+        summary, overall, per_type = score_side(kind, gold, preds[k], items, types)
         scored[k] = (overall, per_type)
         result[k] = {
             "label": side.label,
@@ -462,15 +393,14 @@ def run_study(study: Study, root: Path, show: list[dict], index: dict, resamples
             "arm": side.arm,
             "rev": v["rev"][:7],
             "queued_from": index[side.experiment]["commit"][:7],
-            "params": {p: v["params"].get(f"{sc.stage}.{p}") for p in SHOWN_PARAMS},
+            "params": {p: v["params"].get(f"{kind.stage}.{p}") for p in SHOWN_PARAMS},
             **summary,
         }
     (oa, ta), (ob, tb) = scored["a"], scored["b"]
-    result["delta"] = {name: seed_bootstrap(oa, ob, f, resamples, seed) for name, f in sc.scores.items()}
+    scores = kind.scores(len(items))
+    result["delta"] = {name: seed_bootstrap(oa, ob, f, resamples, seed) for name, f in scores.items()}
     if len(types) > 1:
-        result["delta"]["per_type_f1"] = {
-            t: seed_bootstrap(ta[t], tb[t], f1_from_counts, resamples, seed) for t in types
-        }
+        result["delta"]["per_type_f1"] = {t: seed_bootstrap(ta[t], tb[t], counting.f1, resamples, seed) for t in types}
     entry = (index[study.b.experiment].get("catalog") or {}).get(study.dataset) or {}
     result["published"] = entry.get("published") or {}
     return result
@@ -494,6 +424,10 @@ def _published(result: dict, metric: str) -> str:
     return ", ".join(f"{system} {_pct(v)}" for system, v in found.items())
 
 
+def item_word_plural(word: str) -> str:
+    return word + ("es" if word.endswith("s") else "s")
+
+
 def _commands(study: Study, spec: Spec) -> list[str]:
     return [spec.experiments[name].shell(queue=True) for name in study.experiments()]
 
@@ -506,18 +440,19 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
         lines += [f"Not run yet: {missing}. Queue and run it with:", "", "```"]
         return "\n".join([*lines, *commands, "dvc queue start", "```", ""])
     a, b = result["a"], result["b"]
-    cls = result.get("task") == "classification"
-    what, item = ("macro-F1", "class") if cls else ("F1", "type")
+    kind = registry.get(result.get("task") or registry.NER.name)
+    what, item, macro = kind.score_word, kind.item_word, kind.average == "macro"
+    accuracy = "accuracy" in result["delta"]
     fifth = (
         ("accuracy", lambda s: _pct(s["accuracy"]["mean"]))
-        if cls
+        if accuracy
         else ("CRF", lambda s: format_value(s["params"]["crf"]))
     )
     lines += [
         f"`{study.dataset}` test set, {len(result['seeds'])} seed(s) {result['seeds']} per side; "
-        f"b − a over paired seeds and test {'examples' if cls else 'sentences'} (seed-aware bootstrap, "
+        f"b − a over paired seeds and test {kind.size_unit} (seed-aware bootstrap, "
         f"{result['delta']['f1']['resamples']} resamples)"
-        + ("; precision, recall and F1 are macro averages over the classes." if cls else "."),
+        + (f"; precision, recall and F1 are macro averages over the {item_word_plural(item)}." if macro else "."),
         "",
         f"| side | what | rev | loss | {fifth[0]} | precision | recall | {what} (mean ± sd) | {what} per seed |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -532,11 +467,11 @@ def study_markdown(study: Study, result: dict, spec: Spec) -> str:
     lines += [
         "",
         f"**{b['label']} − {a['label']}: {what} {_diff(d['f1'])}**; "
-        + (f"accuracy {_diff(d['accuracy'])}; " if cls else "")
+        + (f"accuracy {_diff(d['accuracy'])}; " if accuracy else "")
         + f"precision {_diff(d['precision'])}; "
         f"recall {_diff(d['recall'])}. {b['label']} ahead in {d['f1']['seeds_b_better']} of {d['f1']['seeds']} seeds.",
     ]
-    anchors = _published(result, "macro_f1" if cls else "f1")
+    anchors = _published(result, kind.metric)
     if anchors:
         lines += ["", f"Published test {what} on this set: {anchors}."]
     if "per_type_f1" in d or any(k.startswith("f1.") for k in result.get("published", {})):
@@ -639,8 +574,7 @@ def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -
     lines = [
         "# Studies",
         "",
-        "Generated by `python -m minisci.report.experiments --studies metrics/studies.md` (or "
-        "`python -m minisci.report.studies report`) from the experiments in `dvc exp show` and their "
+        "Generated by `python -m minisci.report` from the experiments in `dvc exp show` and their "
         "cached test predictions; the studies are defined in `src/minisci/report/studies.yaml`. "
         "Scores are test-set scores in %, mean over seeds: entity scores (exact typed spans) for NER, "
         "macro averages over the classes for classification (its F1 is macro-F1); differences are "
@@ -663,10 +597,17 @@ def studies_markdown(spec: Spec, results: dict[str, dict], charts: list[Path]) -
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _save(plt, fig, path: Path) -> None:
+def _save(plt, fig, path: Path, dpi: int = 110) -> None:
+    """Save a chart as a 256-colour PNG: flat colours lose nothing visible, and the file is a few times
+    smaller than matplotlib's RGBA (the charts are committed; each stays under 200 KB)."""
+    from PIL import Image
+
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
+    with Image.open(path) as image:
+        palette = image.convert("RGB").quantize(colors=256)
+    palette.save(path, optimize=True)
 
 
 def _title(ax, text: str, width: float) -> None:
@@ -722,7 +663,7 @@ def charts(results: dict[str, dict], out_dir: Path, curves: dict[str, Curve] | N
         ax.set_xlabel("recall (%)")
         ax.set_ylabel("precision (%)")
         ax.legend(fontsize=7)
-    _save(plt, fig, written[0])
+    _save(plt, fig, written[0], dpi=72)  # one panel per study: at 110 dpi this chart alone is ~0.9 MB
     typed = {n: r for n, r in done.items() if len(r["types"]) > 1}
     if typed:
         written.append(out_dir / "per_type_f1.png")
@@ -851,45 +792,19 @@ def queue(spec: Spec, only: list[str], dry_run: bool, show: list[dict] | None) -
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``queue`` only: the studies are written by ``python -m minisci.report`` (with the experiment log)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     q = sub.add_parser("queue", help="queue the experiments that have not run (dvc exp run --queue)")
     q.add_argument("--only", nargs="*", default=[], help="experiment or study names (default: all)")
     q.add_argument("--dry-run", action="store_true", help="print the commands only")
-    r = sub.add_parser("report", help="tables, JSON and charts of the studies")
-    r.add_argument("--out", default="metrics/studies.md")
-    r.add_argument("--json-out", default="metrics/studies.json")
-    r.add_argument("--charts", default="plots/studies")
-    r.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-    r.add_argument("--seed", type=int, default=13, help="bootstrap seed")
-    r.add_argument(
-        "--no-carry",
-        action="store_true",
-        help="do not keep the earlier JSON's results of studies whose experiments this workspace lacks",
-    )
-    for s in (q, r):
-        s.add_argument("--spec", help=f"studies spec (default: the packaged {DEFAULT_SPEC})")
-        s.add_argument("--json", help="saved output of dvc exp show --json --all-commits (default: run it)")
+    q.add_argument("--spec", help=f"studies spec (default: the packaged {DEFAULT_SPEC})")
+    q.add_argument("--json", help="saved output of dvc exp show --json --all-commits (default: run it)")
     args = p.parse_args(argv)
-    spec = load_spec(args.spec)
-    show = read_show(args.json)
-    if args.command == "queue":
-        queue(spec, args.only, args.dry_run, show)
-    else:
-        report(
-            spec,
-            show,
-            Path.cwd(),
-            Path(args.out),
-            Path(args.json_out),
-            Path(args.charts),
-            args.resamples,
-            args.seed,
-            carry=not args.no_carry,
-        )
+    queue(load_spec(args.spec), args.only, args.dry_run, read_show(args.json))
 
 
 if __name__ == "__main__":
-    from minisci.stage import run_stage
+    from minisci.stage import run_command
 
-    sys.exit(run_stage(main))
+    sys.exit(run_command(main))

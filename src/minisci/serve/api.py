@@ -18,7 +18,7 @@ Three classes wrap what the ``minisci`` commands run (:mod:`minisci.serve.infere
     >>> index.reviewers("Shortest paths in sparse graphs.", k=1, exclude=["Ada"])[0]["rank"]
     1
 
-``tests/test_api.py`` runs these examples on tiny models laid out under those paths.
+``tests/serve/test_api.py`` runs these examples on tiny models laid out under those paths.
 """
 
 from __future__ import annotations
@@ -30,15 +30,18 @@ from typing import Any, overload
 
 from minisci.errors import MinisciError
 from minisci.serve import checks, inference, models, search
+from minisci.tasks.classification import CLASSIFICATION
+from minisci.tasks.kind import TaskKind
+from minisci.tasks.ner import NER
 
 # The model class suffix each task needs (config.json's "architectures"), so that a citation model
 # given to the tagger fails with one line instead of tagging nonsense.
 
 
-def check_task(model_dir: str | Path, task: str) -> Path:
-    """``model_dir`` if it holds a fine-tuned model for ``task`` (``ner`` or ``cite``), else a one-line error."""
+def check_task(model_dir: str | Path, kind: TaskKind) -> Path:
+    """``model_dir`` if it holds a fine-tuned model of the task ``kind``, else a one-line error."""
     path = models.model_path(model_dir)
-    models.check_task(path, models.read_config(path), task)
+    models.check_task(path, models.read_config(path), kind)
     return path
 
 
@@ -77,7 +80,7 @@ class NerTagger:
         precision: str = "fp32",
         backend: str = "torch",
     ):
-        self.model_dir = check_task(model_dir, "ner")
+        self.model_dir = check_task(model_dir, NER)
         self.batch_size = batch_size
         self.pipe = inference.token_classifier(self.model_dir, stride=stride, precision=precision, backend=backend)
 
@@ -108,7 +111,7 @@ class CitationClassifier:
     """
 
     def __init__(self, model_dir: str | Path, batch_size: int = 32, precision: str = "fp32", backend: str = "torch"):
-        self.model_dir = check_task(model_dir, "cite")
+        self.model_dir = check_task(model_dir, CLASSIFICATION)
         self.batch_size = batch_size
         self.pipe = inference.text_classifier(self.model_dir, precision=precision, backend=backend)
 

@@ -6,6 +6,8 @@ missing text or a bad port gets the same answer from both (the command line adds
 
 from __future__ import annotations
 
+import argparse
+
 from minisci.errors import MinisciError
 
 PORTS = (1, 65535)
@@ -48,3 +50,21 @@ def check_texts(texts: list) -> list[str]:
     for i, t in enumerate(texts, start=1):
         check_text(t, f"input {i}")
     return texts
+
+
+def at_least(low: int, high: int | None = None):
+    """An argparse type: a whole number in ``[low, high]`` (``-k -3`` is an error, not Python
+    slicing), checked by the same function as the Python API's arguments."""
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+        problem = whole_number_problem(n, low, high)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return n
+
+    parse.__name__ = f"integer >= {low}"
+    return parse

@@ -20,9 +20,11 @@ import sys
 from pathlib import Path
 
 from minisci.errors import DataFormatError, MinisciError
-from minisci.serve.checks import whole_number_problem
+from minisci.serve.checks import at_least
 from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
-from minisci.stage import describe
+from minisci.stage import run_command
+from minisci.tasks.classification import CLASSIFICATION
+from minisci.tasks.ner import NER
 
 # ANSI/VT escape sequences (CSI, OSC, two-character) and the remaining C0/C1 control characters
 CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|[\x00-\x1f\x7f-\x9f]")
@@ -173,24 +175,6 @@ def cmd_reviewers(args) -> None:
 # Options ----------------------------------------------------------------------------------------------
 
 
-def at_least(low: int, high: int | None = None):
-    """An argparse type: a whole number in ``[low, high]`` (``-k -3`` is an error, not Python
-    slicing), checked by the same function as the Python API's arguments."""
-
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-        problem = whole_number_problem(n, low, high)
-        if problem:
-            raise argparse.ArgumentTypeError(problem)
-        return n
-
-    parse.__name__ = f"integer >= {low}"
-    return parse
-
-
 class Parser(argparse.ArgumentParser):
     """Bad options in one line too (argparse would print the whole usage first); exit code 2."""
 
@@ -260,15 +244,15 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     for name, fn, help_ in (
-        ("ner", cmd_ner, "tag biomedical entities (character offsets, type, score)"),
-        ("cite", cmd_cite, "classify citation intent: background / method / result"),
+        (NER.command, cmd_ner, "tag biomedical entities (character offsets, type, score)"),
+        (CLASSIFICATION.command, cmd_cite, "classify citation intent: background / method / result"),
     ):
         sp = add(name, fn, help_)
         sp.add_argument("text", nargs="*", help="texts (default: --file or standard input, one per line)")
         sp.add_argument("--model", required=True, help="fine-tuned model directory")
         sp.add_argument("--file", help="UTF-8 file with one text per line")
         sp.add_argument("--batch-size", type=at_least(1), default=32, help="texts per length-sorted batch")
-        if name == "ner":
+        if fn is cmd_ner:  # only the tagger windows long texts
             sp.add_argument(
                 "--stride",
                 type=at_least(0),
@@ -357,21 +341,12 @@ LIBRARY_ERRORS = (OSError, ValueError, KeyError, UnicodeDecodeError)
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Every failure is one line on stderr: exit 2 for bad options (argparse), 1 otherwise."""
+    return run_command(_run, argv, library_errors=LIBRARY_ERRORS)
+
+
+def _run(argv: list[str] | None) -> None:
     args = build_parser().parse_args(argv)
-    try:
-        args.fn(args)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:
-        message = describe(e)  # the stages' own translation of user-fixable errors
-        if message is None and isinstance(e, LIBRARY_ERRORS):  # a library error with no file to name
-            message = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
-        if message is None:
-            raise
-        print(f"error: {message}", file=sys.stderr)
-        return 1
-    return 0
+    args.fn(args)
 
 
 if __name__ == "__main__":

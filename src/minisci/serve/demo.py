@@ -148,8 +148,7 @@ def add_demo_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sp.add_argument("--host", default="127.0.0.1", help="address to serve on (default: this machine only)")
-    from minisci.serve.checks import PORTS
-    from minisci.serve.cli import at_least
+    from minisci.serve.checks import PORTS, at_least
 
     sp.add_argument(
         "--port",
@@ -194,7 +193,7 @@ def run_demo(args) -> None:
         raise MinisciError(f"the demo page stopped with exit code {code}")
 
 
-def check_text(text: str | None, what: str = "text", cli: str = "minisci ner --file") -> str:
+def page_text(text: str | None, what: str = "text", cli: str = "minisci ner --file") -> str:
     """The text, stripped, or a one-line error for an empty or too long one."""
     text = (text or "").strip()
     if not text:

@@ -51,7 +51,7 @@ def ner_tab(model_dir: str) -> None:
         st.caption(f"Model: `{model_dir}`. Long texts are split into overlapping windows, not cut.")
         return
     try:
-        text = demo.check_text(text)
+        text = demo.page_text(text)
         tagger = load_tagger(model_dir)
         entities = tagger(text)
     except MinisciError as e:
@@ -74,7 +74,7 @@ def cite_tab(model_dir: str) -> None:
         st.caption(f"Model: `{model_dir}`.")
         return
     try:
-        result = load_classifier(model_dir)(demo.check_text(text, "citation sentence", "minisci cite --file"))
+        result = load_classifier(model_dir)(demo.page_text(text, "citation sentence", "minisci cite --file"))
     except MinisciError as e:
         st.error(str(e))
         return
@@ -117,7 +117,7 @@ def search_tab(index: Index | None) -> None:
         st.warning(demo.NO_INDEX)
         return
     try:
-        hits = index.search(demo.check_text(query, "query", "minisci search"), k=k)
+        hits = index.search(demo.page_text(query, "query", "minisci search"), k=k)
     except MinisciError as e:
         st.error(str(e))
         return
@@ -141,7 +141,7 @@ def reviewers_tab(index: Index | None) -> None:
         return
     banned = [line.strip() for line in exclude.splitlines() if line.strip()]
     try:
-        ranked = index.reviewers(demo.check_text(abstract, "abstract", "minisci reviewers"), k, banned, aggregation)
+        ranked = index.reviewers(demo.page_text(abstract, "abstract", "minisci reviewers"), k, banned, aggregation)
     except MinisciError as e:
         st.error(str(e))
         return

@@ -21,9 +21,9 @@ from minisci.serve import pipeline_compat as compat
 from minisci.serve.checks import check_texts
 from minisci.serve.models import check_stride, load_task_model, resolve_device
 from minisci.serve.precision import apply_precision
+from minisci.tasks import registry
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-TASK_OF = {"token-classification": "ner", "text-classification": "cite"}
 
 
 @contextlib.contextmanager
@@ -55,7 +55,7 @@ def _pipeline(task: str, model_dir: str | Path, precision: str, device: str, bac
         raise MinisciError(f"unknown backend {backend!r}; choose from {list(BACKENDS)}")
     if backend == "onnx":
         check_onnx(precision)  # before the model is loaded
-    model, tokenizer = load_task_model(model_dir, TASK_OF[task], resolve_device(device))
+    model, tokenizer = load_task_model(model_dir, registry.of_pipeline(task), resolve_device(device))
     if "stride" in kwargs:  # windows of long texts: the overlap fits the model's positions
         kwargs["stride"] = default_stride(tokenizer) if kwargs["stride"] is None else kwargs["stride"]
         check_stride(kwargs["stride"], tokenizer, model_dir)
@@ -155,8 +155,8 @@ def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None)
     words' tags.
     """
     from minisci.data.readers import NerSentence, spans
-    from minisci.finetune.ner import encode_sentences, merge_predictions, text_pieces
     from minisci.serve.models import max_positions
+    from minisci.tasks.ner import encode_sentences, merge_predictions, text_pieces
 
     tok, model = pipe.tokenizer, pipe.model
     words = [_text_words(tok, t) for t in texts]

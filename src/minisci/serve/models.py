@@ -17,20 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from minisci.errors import DataFormatError, MinisciError
+from minisci.tasks.kind import TaskKind
 
 PRECISIONS = ("fp32", "bf16", "int8")
 DEVICES = ("auto", "cpu", "cuda")
 MIN_LENGTH = 8  # [CLS] + [SEP] + a few pieces; below this every window is nearly empty
 
-# command -> (architecture suffix, what the command needs, the stage that trains such models)
-TASKS = {
-    "ner": ("ForTokenClassification", "a token-classification (NER) model with B-/I-/O labels", "finetune_ner"),
-    "cite": (
-        "ForSequenceClassification",
-        "a sequence-classification (citation intent) model",
-        "finetune_classification",
-    ),
-}
 GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
@@ -86,9 +78,10 @@ def check_weights(model_dir: str | Path) -> None:
     raise MinisciError(f"{path}: no model weights (model.safetensors)")
 
 
-def check_task(model_dir: str | Path, config: dict, task: str) -> None:
-    """Refuse a model whose architecture or label map does not fit ``task`` ("ner" or "cite")."""
-    suffix, need, stage = TASKS[task]
+def check_task(model_dir: str | Path, config: dict, kind: TaskKind) -> None:
+    """Refuse a model whose architecture or label map does not fit the task ``kind``: its head, and
+    labels that are neither generic (``LABEL_0``) nor invalid for the kind (B-/I-/O for NER)."""
+    suffix, need, stage = kind.head, kind.needs, kind.stage
     archs = config.get("architectures") or []
     labels = {int(k): v for k, v in (config.get("id2label") or {}).items()}
     found = f"found architecture {', '.join(archs) or 'none'} " + (
@@ -96,7 +89,7 @@ def check_task(model_dir: str | Path, config: dict, task: str) -> None:
     )
     generic = not labels or all(GENERIC_LABEL.fullmatch(str(v)) for v in labels.values())
     wrong = not any(a.endswith(suffix) for a in archs) or generic
-    if wrong or (task == "ner" and not all(v == "O" or str(v)[:2] in ("B-", "I-") for v in labels.values())):
+    if wrong or not kind.valid_labels([str(v) for v in labels.values()]):
         raise MinisciError(f"{model_dir}: not {need}; {found}; pass a model from the {stage} stage")
 
 
@@ -149,25 +142,25 @@ def quiet_transformers() -> None:
     hf_logging.disable_progress_bar()  # "Loading weights"; our own bars show the work
 
 
-def load_task_model(model_dir: str | Path, task: str, device: str = "cpu"):
-    """(model, tokenizer) for ``task``, checked: architecture, labels, safetensors, every head weight
+def load_task_model(model_dir: str | Path, kind: TaskKind, device: str = "cpu"):
+    """(model, tokenizer) for the task ``kind``, checked: architecture, labels, safetensors, every head weight
     present (a head that transformers would initialise at random is an error, not a warning)."""
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
+    import transformers
 
     path = Path(model_dir)
     config = read_config(path)
-    check_task(path, config, task)
+    check_task(path, config, kind)
     check_weights(path)
     quiet_transformers()
-    if task == "ner" and (config.get("crf") or "BertCrfForTokenClassification" in config.get("architectures", [])):
+    if config.get("crf") or "BertCrfForTokenClassification" in config.get("architectures", []):  # a CRF tagger
         from minisci.finetune.crf import CrfForTokenClassification as cls
     else:
-        cls = AutoModelForTokenClassification if task == "ner" else AutoModelForSequenceClassification
+        cls = getattr(transformers, kind.auto_class)
     with loading(path):
         model, info = cls.from_pretrained(
             path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
         )
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     if info["missing_keys"]:
         missing = ", ".join(sorted(info["missing_keys"])[:4])
         raise MinisciError(f"{path}: weights missing from model.safetensors ({missing}); the task head is untrained")

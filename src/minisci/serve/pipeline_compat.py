@@ -5,7 +5,7 @@
 pipelines' private parameter dicts (``_preprocess_params``, ``_postprocess_params``) and, for the
 exact re-implementation of the "first" aggregation, ``get_tag`` and ``aggregate_overlapping_entities``.
 None of these are public API: this is the module to check after a transformers upgrade
-(written against transformers 5.23; ``tests/test_cli.py`` compares the output with the pipeline's,
+(written against transformers 5.23; ``tests/serve/test_cli.py`` compares the output with the pipeline's,
 float for float, and fails if they drift).
 """
 

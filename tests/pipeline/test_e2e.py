@@ -1,0 +1,109 @@
+"""End-to-end: the real dvc.yaml and stage scripts on tiny params and the fixture mirror, in a
+temporary git repository."""
+
+import json
+
+import pytest
+import yaml
+from conftest import copy_project, make_project, run
+
+
+def test_dvc_repro_make_pairs(tmp_path):
+    proj = make_project(tmp_path / "proj")
+    out = run(["dvc", "repro", "make_pairs"], proj).stdout
+    for stage in ("fetch_data", "sample_corpus", "make_pairs"):
+        assert f"Running stage '{stage}'" in out
+    assert (proj / "dvc.lock").is_file()
+    m = json.loads((proj / "metrics/sample_corpus.json").read_text())
+    assert m["total_docs"] == 30 and m["excluded_own_check_only"] == 1
+    pairs = json.loads((proj / "metrics/make_pairs.json").read_text())
+    assert pairs["train"]["pairs"] == 60 and pairs["heldout"]["pairs"] == 12
+    assert sum(1 for _ in (proj / "data/pairs/train.jsonl").open()) == 60
+
+    # Nothing changed: status clean and a second repro runs nothing.
+    assert "up to date" in run(["dvc", "status", "make_pairs"], proj).stdout
+    again = run(["dvc", "repro", "make_pairs"], proj).stdout
+    assert "Running stage 'make_pairs'" not in again  # only code_fingerprint runs (always)
+
+    # A make_pairs param change reruns only make_pairs.
+    params = (proj / "params.yaml").read_text().replace("n_pairs: 60", "n_pairs: 70")
+    (proj / "params.yaml").write_text(params)
+    rerun = run(["dvc", "repro", "make_pairs"], proj).stdout
+    assert "Running stage 'make_pairs'" in rerun and "Running stage 'sample_corpus'" not in rerun
+
+    dag = run(["dvc", "dag", "make_pairs"], proj).stdout
+    assert all(s in dag for s in ("fetch_data", "sample_corpus", "make_pairs"))
+
+
+def test_failing_stage_exits_nonzero_without_outputs(tmp_path):
+    proj = make_project(tmp_path / "proj")
+    (proj / "data/manifest.tsv").write_text((proj / "data/manifest.tsv").read_text().replace("\t", "\tX", 1))
+    res = run(["dvc", "repro", "fetch_data"], proj, check=False)
+    assert res.returncode != 0 and "error:" in res.stderr + res.stdout
+    assert not (proj / "data/raw").exists()
+
+
+def test_dvc_repro_pretrain_tiny_model(tmp_path):
+    proj = make_project(tmp_path / "proj")
+    out = run(["dvc", "repro", "pretrain"], proj).stdout
+    assert "Running stage 'pretrain'" in out
+    m = json.loads((proj / "metrics/pretrain.json").read_text())
+    assert m["train"]["steps"] == 12 and m["after"]["pairs"] == 12
+    assert (proj / "models/adapted/model.safetensors").is_file()
+    assert (proj / "plots/pretrain/curves/loss.tsv").is_file()
+    assert "up to date" in run(["dvc", "status", "pretrain"], proj).stdout
+    # The persist checkpoint directory survives, and a re-run of a finished run does nothing.
+    assert any((proj / "models/pretrain_checkpoints").glob("checkpoint-*"))
+    assert "Running stage 'pretrain'" not in run(["dvc", "repro", "pretrain"], proj).stdout
+    shown = run(["dvc", "plots", "show", "--json"], proj).stdout
+    assert "loss.tsv" in shown
+
+
+def stale_stages(proj):
+    """Stale stages, but code_fingerprint: it always runs (about a second), see dvc.yaml."""
+    status = json.loads(run(["dvc", "status", "--json"], proj).stdout or "{}")
+    return sorted(set(status) - {"code_fingerprint"})
+
+
+@pytest.mark.slow
+def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tiny_repro, tmp_path):
+    out = (tiny_repro.parent / "repro.out").read_text()  # the whole pipeline's `dvc repro` from scratch
+    proj = copy_project(tiny_repro, tmp_path / "proj")
+    for stage in (
+        "finetune_ner@bc5cdr-baseline",
+        "finetune_ner@bc5cdr-adapted",
+        "finetune_classification@scicite-baseline",
+        "finetune_classification@scicite-adapted",
+    ):
+        assert f"Running stage '{stage}'" in out
+    for arm in ("baseline", "adapted"):
+        ner = json.loads((proj / f"metrics/finetune_ner/bc5cdr/{arm}.json").read_text())
+        assert ner["test"]["entities_gold"] == ner["test_entities_reader"] > 0
+        assert (proj / f"models/finetune_ner/bc5cdr/{arm}/test_predictions.jsonl").is_file()
+        cite = json.loads((proj / f"metrics/finetune_classification/scicite/{arm}.json").read_text())
+        assert sum(map(sum, cite["test"]["confusion_matrix"])) == 20
+        assert (proj / f"plots/finetune_classification/scicite/{arm}/confusion.json").is_file()
+    assert stale_stages(proj) == []
+
+    # A classification-only change leaves every NER and pretraining stage up to date.
+    params = proj / "params.yaml"
+    original = params.read_text()
+    changed = yaml.safe_load(original)
+    changed["finetune_classification"]["epochs"] = 2.0
+    params.write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert stale_stages(proj) == ["finetune_classification@scicite-adapted", "finetune_classification@scicite-baseline"]
+    # A pretraining change reruns only pretraining and what uses the adapted model, never a baseline.
+    params.write_text(original.replace("head_warmup_steps: 2", "head_warmup_steps: 3"))
+    assert stale_stages(proj) == ["pretrain"]
+    rerun = run(["dvc", "repro"], proj).stdout
+    ran = sorted(line.split("'")[1] for line in rerun.splitlines() if line.startswith("Running stage"))
+    assert ran == [
+        "code_fingerprint",
+        "export_metrics",
+        "finetune_classification@scicite-adapted",
+        "finetune_embeddings",
+        "finetune_ner@bc5cdr-adapted",
+        "pretrain",
+    ]
+    again = run(["dvc", "repro"], proj).stdout  # nothing changed: nothing runs but the code fingerprints
+    assert [line for line in again.splitlines() if line.startswith("Running")] == ["Running stage 'code_fingerprint':"]

@@ -1,0 +1,120 @@
+"""Pretraining on a tiny random BERT: learning, head warm-up, resume after kill -9, DDP."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from helpers import configs, run_ok, stage_cmd, write_pairs, write_params
+
+from minisci.pretrain.model import load_pretraining_model
+from minisci.pretrain.trainer import lr_lambdas, run_pretraining
+from minisci.training import checkpoint_to_resume, training_arguments
+
+
+def test_lr_schedule_holds_the_encoder_during_head_warmup():
+    heads, encoder = lr_lambdas(total=100, warmup=10, head_steps=20)
+    assert [encoder(s) for s in (0, 19)] == [0.0, 0.0] and encoder(20) == pytest.approx(0.1)
+    assert heads(0) == pytest.approx(0.1) and heads(9) == 1.0 and heads(99) == pytest.approx(1 / 90)
+    assert encoder(29) == 1.0 and encoder(99) == pytest.approx(1 / 70)
+
+
+def test_head_warmup_leaves_the_encoder_untouched(tmp_path):
+    model_cfg, cfg = configs(max_steps=3, head_warmup_steps=3, save_steps=100)
+    result = run_pretraining(write_pairs(tmp_path / "pairs"), model_cfg, cfg, tmp_path / "ckpt")
+    initial, _ = load_pretraining_model(model_cfg, 30522, cfg.seed)  # same seed -> same init
+    trained = dict(result.model.named_parameters())
+    for name, p in initial.named_parameters():
+        same = torch.equal(p, trained[name].detach().cpu())
+        assert same != name.startswith("cls."), f"{name}: {'unchanged' if same else 'changed'}"
+
+
+def test_tiny_model_learns_and_stage_writes_hf_model(tmp_path):
+    from transformers import AutoModel
+
+    write_pairs(tmp_path / "pairs")
+    params = write_params(tmp_path, max_steps=100, learning_rate=5.0e-3, head_learning_rate=5.0e-3)
+    run_ok(stage_cmd(tmp_path, params))
+    m = json.loads((tmp_path / "adapted.json").read_text())
+    assert m["train"]["steps"] == 100 and m["train"]["tokens_seen"] > 0
+    assert m["after"]["mlm_loss"] < m["before"]["mlm_loss"] - 2.0
+    assert m["after"]["mlm_accuracy"] > m["before"]["mlm_accuracy"] + 0.1  # 10-word vocabulary
+    encoder = AutoModel.from_pretrained(tmp_path / "adapted", use_safetensors=True)
+    assert encoder.config.hidden_size == 32
+    curves = tmp_path / "plots-adapted/curves"
+    for key in ("loss", "mlm_loss", "nsp_loss", "learning_rate", "head_learning_rate", "tokens_per_second"):
+        assert (curves / f"{key}.tsv").is_file(), key
+    losses = [float(line.split("\t")[-1]) for line in (curves / "loss.tsv").read_text().splitlines()[1:]]
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.slow
+def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
+    write_pairs(tmp_path / "pairs")
+    params = write_params(tmp_path, max_steps=40, save_steps=5, logging_steps=5)
+    # 1. an uninterrupted reference run
+    run_ok(stage_cmd(tmp_path, params, ckpt="ref-ckpt", out="ref"))
+    # 2. the same run, killed with SIGKILL once its first checkpoint is complete
+    proc = subprocess.Popen(
+        stage_cmd(tmp_path, params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    first = tmp_path / "ckpt/checkpoint-5/trainer_state.json"
+    deadline = time.time() + 120
+    while not first.is_file() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert first.is_file() and not (tmp_path / "adapted").exists(), "the run was not interrupted mid-way"
+    # 3. re-running resumes from the newest complete checkpoint and finishes
+    run_ok(stage_cmd(tmp_path, params))
+    ref = json.loads((tmp_path / "ref.json").read_text())
+    got = json.loads((tmp_path / "adapted.json").read_text())
+    assert got["train"]["resumed_from_step"] >= 5 and got["train"]["steps"] == ref["train"]["steps"] == 40
+    assert got["train"]["tokens_seen"] == ref["train"]["tokens_seen"]
+    assert got["train"]["final_loss"] == pytest.approx(ref["train"]["final_loss"], abs=1e-4)
+    assert got["after"] == pytest.approx(ref["after"], abs=1e-4)
+
+
+def test_checkpoints_of_another_configuration_are_discarded(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    assert checkpoint_to_resume(ckpt, "run-a") is None
+    (ckpt / "checkpoint-7").mkdir()
+    (ckpt / "checkpoint-7/trainer_state.json").write_text("{}")
+    (ckpt / "checkpoint-9").mkdir()  # killed while saving: no trainer_state.json
+    assert checkpoint_to_resume(ckpt, "run-a") == ckpt / "checkpoint-7"
+    assert checkpoint_to_resume(ckpt, "run-b") is None and not (ckpt / "checkpoint-7").exists()
+
+
+@pytest.mark.slow
+def test_two_process_ddp_run(tmp_path):
+    write_pairs(tmp_path / "pairs")
+    params = write_params(tmp_path, max_steps=10, save_steps=5)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--standalone",
+        *stage_cmd(tmp_path, params)[1:],
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((tmp_path / "adapted.json").read_text())
+    assert m["train"]["world_size"] == 2 and m["train"]["steps"] == 10
+    # Both ranks consumed data: 10 steps x 2 processes x 8 pairs.
+    assert m["train"]["epochs"] == pytest.approx(10 * 2 * 8 / 160, abs=0.01)
+    assert (tmp_path / "adapted/model.safetensors").is_file()
+
+
+def test_training_arguments_extra_fields_override_the_defaults(tmp_path):
+    common = dict(seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.0, precision="fp32")
+    assert training_arguments(tmp_path, **common).include_num_input_tokens_seen == "non_padding"
+    assert (
+        training_arguments(tmp_path, **common, include_num_input_tokens_seen="no").include_num_input_tokens_seen == "no"
+    )
