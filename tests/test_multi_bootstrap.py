@@ -5,7 +5,7 @@ today's; the variance components recover what was planted; the shares add up; an
 
 import numpy as np
 import pytest
-from test_significance import ner_rows
+from helpers import ner_rows
 
 from minisci.report.bootstrap import (
     f1_from_counts,

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 from conftest import REPO
-from test_report_export import CFG, synthetic_run
+from helpers import CFG, synthetic_run
 
 from minisci.errors import ConfigError, MinisciError
 from minisci.pretrain.seeds import PretrainSeeds, finetune_plan, pretrain_seeds

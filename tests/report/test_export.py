@@ -6,161 +6,16 @@ the stage's F1, and the base model is named from the config."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, synthetic_embeddings_metrics
+from conftest import REPO
+from helpers import CFG, synthetic_run
 
-from minisci.config import ExportMetricsConfig
-from minisci.metrics.classification_f1 import classification_scores
-from minisci.metrics.ner_f1 import ner_scores
 from minisci.report import export
 from minisci.report.error_analysis import read_conll_predictions
 from minisci.tasks import registry
-
-CFG = ExportMetricsConfig(
-    bootstrap_resamples=300,
-    seed=13,
-    equivalence_margin_ner=0.5,
-    equivalence_margin_classification=1.0,
-    error_examples=5,
-)
-SEEDS = [13, 14, 15]
-LABELS = ["background", "method", "result"]
-WORDS = ["aspirin", "causes", "mild", "liver", "damage", "in", "rats", "and", "heart", "failure"]
-
-
-def _noisy_tags(gold: list[str], rng: random.Random, p: float) -> list[str]:
-    """Gold tags with a fraction ``p`` of the entities dropped, shortened or invented."""
-    tags = list(gold)
-    for i, t in enumerate(tags):
-        if rng.random() < p:
-            tags[i] = "O" if t != "O" else ("B-Chemical" if i == 0 or tags[i - 1] == "O" else "O")
-    return tags
-
-
-def _ner_rows(n: int, rng: random.Random) -> list[dict]:
-    rows = []
-    for i in range(n):
-        tokens = rng.choices(WORDS, k=8)
-        gold = []
-        for k, w in enumerate(tokens):
-            if w == "aspirin":
-                gold.append("B-Chemical")
-            elif w == "liver":
-                gold.append("B-Disease")
-            elif w == "damage" and k and tokens[k - 1] == "liver":
-                gold.append("I-Disease")
-            else:
-                gold.append("O")
-        rows.append({"sentence": i, "tokens": tokens, "gold": gold})
-    return rows
-
-
-def _metrics_file(task: str, scores: dict, seed_scores: dict, labels: list[str]) -> dict:
-    key = "f1" if task == "ner" else "macro_f1"
-    values = [s[key] for s in seed_scores.values()]
-    mean = sum(values) / len(values)
-    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-    return {
-        "labels": labels,
-        "seeds": SEEDS,
-        "test": scores,
-        "dev": scores,
-        "best_epoch": 1,
-        "wall_seconds": 1.0,
-        "test_over_seeds": {f"{key}_mean": round(mean, 4), f"{key}_sd": round(sd, 4)},
-    }
-
-
-def synthetic_run(root: Path, ner_name: str = "toyner", cls_name: str = "toycls", n: int = 300) -> dict:
-    """metrics/, models/, plots/ and data/prepared/ as the fine-tuning and prepare stages write them."""
-    rng = random.Random(0)
-    metrics, models, plots, prepared = (root / d for d in ("metrics", "models", "plots", "data/prepared"))
-    # 1. NER: both arms, three seeds, predictions with planted noise (the adapted arm a little less)
-    base_rows = _ner_rows(n, rng)
-    for arm, noise in (("baseline", 0.15), ("adapted", 0.10)):
-        preds = {str(s): [_noisy_tags(r["gold"], rng, noise) for r in base_rows] for s in SEEDS}
-        rows = [
-            {**r, "pred": preds["13"][i], "preds": {s: p[i] for s, p in preds.items()}} for i, r in enumerate(base_rows)
-        ]
-        seed_scores = {s: ner_scores([r["gold"] for r in base_rows], p) for s, p in preds.items()}
-        m = _metrics_file(
-            "ner", seed_scores["13"], seed_scores, ["O", "B-Chemical", "I-Chemical", "B-Disease", "I-Disease"]
-        )
-        _write(metrics / "finetune_ner" / ner_name / f"{arm}.json", json.dumps(m))
-        _write(models / "finetune_ner" / ner_name / arm / "test_predictions.jsonl", _jsonl(rows))
-        for curve, field in (("dev_f1", "dev_f1"), ("loss", "loss")):
-            _write(
-                plots / "finetune_ner" / ner_name / arm / "curves" / f"{curve}.tsv",
-                f"step\t{field}\n10\t{0.5 if arm == 'baseline' else 0.6}\n20\t0.7\n",
-            )
-    # 2. classification: texts in data/prepared, probabilities for the first seed
-    gold = [rng.choice(LABELS) for _ in range(n)]
-    texts = [f"citation text number {i} about {g}" for i, g in enumerate(gold)]
-    for arm, acc in (("baseline", 0.80), ("adapted", 0.82)):
-        preds = {str(s): [g if rng.random() < acc else rng.choice(LABELS) for g in gold] for s in SEEDS}
-        rows = []
-        for i, g in enumerate(gold):
-            p = preds["13"][i]
-            conf = round(rng.uniform(0.4, 0.99), 5)
-            probs = [conf if lab == p else round((1 - conf) / 2, 5) for lab in LABELS]
-            rows.append({"i": i, "gold": g, "pred": p, "probs": probs, "preds": {s: q[i] for s, q in preds.items()}})
-        seed_scores = {s: classification_scores(gold, q, LABELS) for s, q in preds.items()}
-        m = _metrics_file("classification", seed_scores["13"], seed_scores, LABELS)
-        _write(metrics / "finetune_classification" / cls_name / f"{arm}.json", json.dumps(m))
-        _write(models / "finetune_classification" / cls_name / arm / "test_predictions.jsonl", _jsonl(rows))
-    meta = {
-        "name": cls_name,
-        "task": "classification",
-        "labels": LABELS,
-        "splits": ["train", "dev", "test"],
-        "counts": {
-            "train": {"examples": 500, "per_label": {"background": 300, "method": 150, "result": 50}},
-            "dev": {"examples": 50, "per_label": {"background": 30, "method": 20}},
-            "test": {"examples": n, "per_label": {lab: gold.count(lab) for lab in LABELS}},
-        },
-        "train_quality": {
-            "train_duplicate_rows": 7,
-            "train_conflicting_texts": 2,
-            "dev_texts_in_train": 3,
-            "test_texts_in_train": 11,
-        },
-    }
-    _write(prepared / cls_name / "dataset.json", json.dumps(meta))
-    _write(
-        prepared / cls_name / "test.jsonl",
-        _jsonl([{"text": t, "label": g, "line": i + 1} for i, (t, g) in enumerate(zip(texts, gold))]),
-    )
-    # 3. the other stages' metrics the report shows
-    _write(
-        metrics / "pretrain.json",
-        json.dumps(
-            {
-                "before": {"mlm_accuracy": 0.1, "perplexity": 100.0, "nsp_accuracy": 0.5},
-                "after": {"mlm_accuracy": 0.2, "perplexity": 50.0, "nsp_accuracy": 0.6},
-                "train": {"steps": 10, "tokens_seen": 1000, "tokens_per_second": 100.0},
-                "wall_seconds": 1.0,
-            }
-        ),
-    )
-    for name in ("sample_corpus", "make_pairs"):
-        _write(metrics / f"{name}.json", json.dumps({"wall_seconds": 1.0}))
-    _write(metrics / "finetune_embeddings.json", json.dumps(synthetic_embeddings_metrics()))
-    _write(plots / "pretrain/curves/loss.tsv", "step\tloss\n1\t9.0\n2\t8.0\n")
-    runs = {"ner": [ner_name], "classification": [cls_name]}
-    return export.collect(metrics, models, CFG, runs, {}, prepared, "my-org/my-encoder")
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
-def _jsonl(rows: list[dict]) -> str:
-    return "".join(json.dumps(r) + "\n" for r in rows)
 
 
 @pytest.fixture(scope="module")
