@@ -5,19 +5,18 @@ today's; the variance components recover what was planted; the shares add up; an
 
 import numpy as np
 import pytest
-from helpers import ner_rows
+from helpers import ner_counts, ner_rows
 
 from minisci.report.bootstrap import (
-    f1_from_counts,
     minimum_detectable_effect,
     multi_bootstrap,
     multi_power,
-    ner_counts,
     paired_bootstrap,
     pretrain_components,
     seed_bootstrap,
     seeds_for_margin,
 )
+from minisci.tasks.counting import f1 as f1_from_counts
 
 
 def procedure_arms(n=600, ft_seeds=3, offsets=(0.0,), runs_per_seed=None, seed_sd=0.01, effect=0.0, rng=0):

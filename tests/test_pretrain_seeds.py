@@ -17,6 +17,7 @@ from minisci.pretrain.seeds import PretrainSeeds, finetune_plan, pretrain_seeds
 from minisci.report import export
 from minisci.report.bootstrap import seed_bootstrap
 from minisci.report.pretrain_seeds import UNNAMED, run_pretrain_seeds
+from minisci.tasks import registry
 
 # 1. the design ---------------------------------------------------------------------------------------------
 
@@ -120,12 +121,14 @@ def test_one_named_pretraining_seed_is_todays_bootstrap(tmp_path):
     base = [
         json.loads(line) for line in (tmp_path / "models/finetune_ner/toyner/baseline/test_predictions.jsonl").open()
     ]
-    spec = export.TASKS["ner"]
-    counts = [
-        [spec.counts([{**r, "pred": r["preds"][str(s)]} for r in arm], None) for s in (13, 14, 15)]
-        for arm in (base, rows)
-    ]
-    today = seed_bootstrap(*counts, spec.score(None), CFG.bootstrap_resamples, CFG.seed, margin=CFG.margin("ner"))
+    kind = registry.get("ner")
+    labels = json.loads((tmp_path / "metrics/finetune_ner/toyner/baseline.json").read_text())["labels"]
+    runs = [[[{**r, "pred": r["preds"][str(s)]} for r in arm] for s in (13, 14, 15)] for arm in (base, rows)]
+    items = kind.items([r["gold"] for r in base], [[r["pred"] for r in run] for arm in runs for run in arm], labels)
+    counts = [[kind.counts(run, items) for run in arm] for arm in runs]
+    today = seed_bootstrap(
+        *counts, kind.headline(len(items)), CFG.bootstrap_resamples, CFG.seed, margin=CFG.margin("ner")
+    )
     assert {k: boot[k] for k in today} == today
     assert boot["per_pretrain_seed"][0]["pretrain_seed"] == 7
 
