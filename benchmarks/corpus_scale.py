@@ -4,8 +4,9 @@ side by side with the code before the corpus catalogue (a checkout of commit 31b
 The shipped pool is replicated N times (new ids, each copy's text prefixed so nothing deduplicates;
 the copies keep the builders' overlap flags, so the guard's work grows with N too). Each stage runs
 as its own process on the default params, as DVC would run it; peak RSS is the largest sum of the
-resident memory of the stage's process and its workers, sampled every 0.1 s (psutil), and the
-largest single process as the kernel reports it (``wait4``).
+proportional set size (PSS: a page shared with forked workers counts once) of the stage's process
+and its workers, sampled every 0.25 s (psutil), and the largest single process's RSS as the kernel
+reports it (``wait4``).
 
 Usage: python benchmarks/corpus_scale.py --before /work/wt-base --sizes 1 10 40 [--work /tmp/corpus_scale]
 (run from the repository root after ``dvc repro prepare_data``; needs data/raw/corpus and data/prepared)
@@ -63,10 +64,11 @@ def measure(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, float, 
             break
         try:
             procs = [parent, *parent.children(recursive=True)]
-            peak_tree = max(peak_tree, sum(p.memory_info().rss for p in procs))
+            # PSS: a page shared by the stage and its forked workers counts once, not once per process
+            peak_tree = max(peak_tree, sum(p.memory_full_info().pss for p in procs))
         except psutil.Error:
             pass
-        time.sleep(0.1)
+        time.sleep(0.25)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     peak_one = usage.ru_maxrss / 1024  # kB on Linux
@@ -112,7 +114,7 @@ def run_size(n: int, args, work: Path) -> list[tuple]:
             same = "identical" if before == (out / "corpus/documents.jsonl").read_bytes() else "DIFFERENT"
         rows.append((n, mb, label, t, tree, one, t2, tree2, same))
         print(
-            f"{n:>3}x {mb:8.0f} MB  {label:<6}  sample_corpus {t:7.1f} s  peak RSS {tree:7.0f} MB (largest process "
+            f"{n:>3}x {mb:8.0f} MB  {label:<6}  sample_corpus {t:7.1f} s  peak PSS {tree:7.0f} MB (largest process RSS "
             f"{one:6.0f} MB) | make_pairs {t2:5.1f} s {tree2:6.0f} MB {same}",
             flush=True,
         )
