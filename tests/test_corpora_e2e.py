@@ -16,7 +16,7 @@ def test_declare_a_corpus_the_docs_way(tmp_path):
     run(["dvc", "repro", "make_pairs"], proj)
     run(["git", "add", "-A"], proj)
     run(["git", "commit", "-qm", "run"], proj)
-    assert "up to date" in run(["dvc", "status", "--with-deps", "make_pairs"], proj).stdout
+    assert "up to date" in run(["dvc", "status", "make_pairs"], proj).stdout
 
     # 1. the files, tracked by DVC
     (proj / "data/corpora/astro").mkdir()
