@@ -94,6 +94,8 @@ def run_size(n: int, args, work: Path) -> list[tuple]:
     mb = replicate(REPO / "data/raw/corpus", raw / "corpus", n) / 1e6
     rows = []
     for label, code in (("before", Path(args.before)), ("after", REPO)):
+        if label not in args.variants:
+            continue
         out = work / f"{n}x" / label
         out.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(code / "src")}
@@ -109,7 +111,7 @@ def run_size(n: int, args, work: Path) -> list[tuple]:
                "--out", str(out / "pairs"), "--metrics", str(out / "pairs.json"), "--params", str(params)]  # fmt: skip
         t2, tree2, one2, _ = measure(cmd, code, env)
         same = ""
-        if label == "after":
+        if label == "after" and "before" in args.variants:
             before = (work / f"{n}x" / "before" / "corpus/documents.jsonl").read_bytes()
             same = "identical" if before == (out / "corpus/documents.jsonl").read_bytes() else "DIFFERENT"
         rows.append((n, mb, label, t, tree, one, t2, tree2, same))
@@ -126,6 +128,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--before", required=True, help="a checkout of the code before the catalogue (commit 31be0c5)")
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 40], help="replication factors of the pool")
+    p.add_argument(
+        "--variants", nargs="+", default=["before", "after"], choices=["before", "after"], help="which code to run"
+    )
     p.add_argument("--work", default=None, help="scratch folder for the replicated pools (default: a temporary one)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO / "src"))
