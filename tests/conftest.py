@@ -44,7 +44,6 @@ TINY_OVERRIDES = {
     },
     "sample_corpus": {
         "n_docs": 30,
-        "biomedical_ratio": 0.8,
         "punkt_train_chars": 200_000,
         "tapt_datasets": [],  # the tests of task-adaptive pretraining set it themselves
     },
@@ -106,10 +105,38 @@ FIXTURE_DATASETS = ("bc5cdr", "scicite")
 def tiny_params(overrides: dict | None = None) -> dict:
     params = copy.deepcopy(yaml.safe_load((REPO / "params.yaml").read_text()))
     params["datasets"] = {k: v for k, v in params["datasets"].items() if k in FIXTURE_DATASETS}
+    # 24 + 6 of the 30 documents (the shipped 82/18 would round to 25 + 5 on so few)
+    params["corpora"]["biomedical"]["weight"], params["corpora"]["general"]["weight"] = 0.8, 0.2
     for layer in (TINY_OVERRIDES, overrides or {}):
         for section, values in layer.items():
             params[section].update(values)
     return params
+
+
+def fixture_corpora(mirror: Path = FIXTURE_MIRROR, params: dict | None = None) -> dict:
+    """The tiny params' corpora catalogue with its files read from ``mirror`` (mirror layout)."""
+    import dataclasses
+
+    from minisci.config import CorpusConfig, from_dict
+
+    entries = (params or tiny_params())["corpora"]
+    out = {}
+    for name, entry in entries.items():
+        cfg = from_dict(CorpusConfig, entry, f"corpora.{name}")
+        if cfg.path and cfg.path.startswith("data/raw/"):
+            cfg = dataclasses.replace(cfg, path=str(mirror / cfg.path.removeprefix("data/raw/")))
+        out[name] = cfg
+    return out
+
+
+def run_sample_corpus(out: Path, prepared: Path, datasets, cfg, corpora: dict | None = None, **kw):
+    """``sample_corpus`` into ``out``: its rows (read back), Punkt parameters and metrics."""
+    from minisci.data.corpus import sample_corpus
+    from minisci.io import read_jsonl
+
+    out.mkdir(parents=True, exist_ok=True)
+    punkt, metrics = sample_corpus(corpora or fixture_corpora(), prepared, datasets, cfg, out, **kw)
+    return read_jsonl(out / "documents.jsonl"), punkt, metrics
 
 
 def prepare(raw_root: Path, name: str, out: Path) -> Path:
@@ -186,6 +213,7 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
     for name in ("stages", "src"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (root / "data").mkdir()
+    shutil.copytree(REPO / "data" / "corpora", root / "data" / "corpora")  # where a user's corpora go (a dep)
     fixture_manifest(root / "data" / "manifest.tsv")
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides), sort_keys=False))
     run(["git", "init", "-q"], root)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from transformers import PrinterCallback, ProgressCallback
 
-from minisci.progress import StageProgress, progress_line, scoring, use_stage_progress
+from minisci.progress import Progress, StageProgress, progress_line, scoring, use_stage_progress
 
 
 def state(step: int, total: int = 100):
@@ -71,3 +71,31 @@ def test_scoring_in_a_log_prints_a_line_per_interval(capsys):
     assert lines[0].startswith("scoring 30 inputs: 1/3 batches (33%); ") and len(lines) == 2  # none after the last
     assert list(scoring([1, 2], "quick", terminal=False)) == [1, 2]
     assert capsys.readouterr().out == ""  # shorter than the interval: silent
+
+
+class Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_log_gets_one_line_per_interval_and_a_final_line():
+    out = io.StringIO()
+    p = Progress("scan x", total=1000, unit="bytes", stream=out, log_interval=0.0)
+    p.update(10, 250)
+    p.update(20, 500)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and all(line.startswith("scan x: ") for line in lines)
+    assert "25% of 1,000 bytes" in lines[0] and "docs/s" in lines[0] and "ETA " in lines[0]
+    assert "100% of 1,000 bytes" in lines[-1] and "ETA 0:00" in lines[-1]
+
+
+def test_log_is_quiet_between_intervals_and_terminal_redraws_in_place():
+    out = io.StringIO()
+    p = Progress("scan x", total=10, unit="rows", stream=out, log_interval=3600)
+    p.update(1, 1)
+    assert out.getvalue() == ""
+    tty = Tty()
+    p = Progress("scan x", total=10, unit="rows", stream=tty)
+    p.close()
+    assert tty.getvalue().startswith("\r\033[K") and tty.getvalue().endswith("\n")

@@ -165,6 +165,83 @@ def check_finetune_datasets(path: str | Path = "params.yaml") -> None:
                 )
 
 
+# The corpus catalogue: one entry per pretraining corpus under the ``corpora`` section ------------------
+
+CORPUS_FORMATS = ("jsonl", "parquet", "txt", "hf")
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusConfig:
+    """One pretraining corpus: where its files are, which fields hold what, and its share of the sample.
+
+    ``path`` is one file (``jsonl`` plain or ``.gz``, ``parquet``); ``dir`` a folder: of such files
+    (read in name order), of ``.txt`` files (one document each, its relative path the id), or a
+    Hugging Face dataset saved with ``save_to_disk`` (``hf``). Without ``id_field`` a document's id
+    is a hash of its text, so the same text keeps its place in the sample wherever it is.
+    """
+
+    format: str  # jsonl | parquet | txt | hf
+    weight: float  # share of the sampled *documents* (relative to the other corpora's weights)
+    path: str | None = None  # a file
+    dir: str | None = None  # a folder
+    text_field: str | None = None  # the document text (required; txt: the file's content, no field)
+    id_field: str | None = None  # a unique id (str or int); None = a hash of the text
+    title_field: str | None = None  # an optional title, searched by the guard and kept as a paragraph
+    source_field: str | None = None  # where a document came from (kept in the corpus rows); None = the corpus name
+    kind_field: str | None = None  # document kind; "fulltext_sections" text is split into paragraphs at newlines
+    flag_field: str | None = None  # a boolean the corpus builder set for text overlapping evaluation data
+    filter: dict | None = None  # keep only documents whose field equals the value (or is in the list)
+
+    def __post_init__(self) -> None:
+        s = "corpora"
+        _check(self.format in CORPUS_FORMATS, s, f"format must be one of {CORPUS_FORMATS}, got {self.format!r}")
+        _check((self.path is None) != (self.dir is None), s, "give exactly one of path (a file) or dir (a folder)")
+        _check(bool(self.path or self.dir), s, "path/dir must be a non-empty path")
+        _check(self.weight > 0, s, f"weight must be > 0 (a share of the sampled documents), got {self.weight}")
+        if self.format in ("txt", "hf"):
+            _check(self.dir is not None, s, f"a {self.format} corpus is a folder: give dir, not path")
+        if self.format == "txt":
+            fields = ("text_field", "id_field", "title_field", "source_field", "kind_field", "flag_field", "filter")
+            given = [f for f in fields if getattr(self, f) is not None]
+            _check(not given, s, f"a txt corpus has no fields (a file is a document, its path the id); remove {given}")
+        else:
+            _check(bool(self.text_field), s, "text_field is required: the field that holds a document's text")
+        for field, value in (self.filter or {}).items():
+            ok = isinstance(value, (str, int, bool)) or (
+                isinstance(value, list) and value and all(isinstance(v, (str, int, bool)) for v in value)
+            )
+            _check(ok, s, f"filter.{field} must be a string, integer, boolean or a non-empty list of them")
+
+    @property
+    def location(self) -> str:
+        return self.path or self.dir
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The record fields this entry reads (a Parquet or Arrow reader loads only these columns)."""
+        named = (self.text_field, self.id_field, self.title_field, self.source_field, self.kind_field, self.flag_field)
+        return tuple(dict.fromkeys([f for f in named if f] + list(self.filter or {})))
+
+
+def load_corpora(path: str | Path = "params.yaml") -> dict[str, CorpusConfig]:
+    """Every entry of the ``corpora`` section, validated (errors name ``corpora.<name>``)."""
+    section = load_params(path).get("corpora")
+    if not isinstance(section, dict) or not section:
+        raise ConfigError(f"{path}: missing or empty section 'corpora' (the pretraining corpus catalogue)")
+    out = {}
+    for name, entry in section.items():
+        _check(
+            re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)) is not None and name != "tapt",
+            "corpora",
+            f"corpus name {name!r}: letters, digits, '_', '-', '.' only, and not 'tapt' (task-adaptive text)",
+        )
+        try:
+            out[str(name)] = from_dict(CorpusConfig, entry, f"corpora.{name}")
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("params section 'corpora'", f"params section 'corpora.{name}'")) from None
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class FetchDataConfig:
     mirror: str  # local directory holding an offline copy of the data files
@@ -176,7 +253,6 @@ class FetchDataConfig:
 @dataclasses.dataclass(frozen=True)
 class SampleCorpusConfig:
     n_docs: int
-    biomedical_ratio: float
     seed: int
     min_sentence_words: int
     guard_min_words: int
@@ -186,7 +262,6 @@ class SampleCorpusConfig:
     def __post_init__(self) -> None:
         s = "sample_corpus"
         _check(self.n_docs > 0, s, f"n_docs must be > 0, got {self.n_docs}")
-        _check(0.0 <= self.biomedical_ratio <= 1.0, s, "biomedical_ratio must be in [0, 1]")
         _check(self.min_sentence_words >= 1, s, "min_sentence_words must be >= 1")
         _check(self.guard_min_words >= 3, s, "guard_min_words must be >= 3 (shorter matches are noise)")
         _check(self.punkt_train_chars > 0, s, "punkt_train_chars must be > 0")

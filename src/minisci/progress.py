@@ -6,6 +6,9 @@ or ``dvc queue`` output, CI): one plain line per logging interval, its numbers p
 left. The Trainer's own ProgressCallback and PrinterCallback are replaced by :class:`StageProgress`
 (:func:`use_stage_progress`): they print every log as a dict of strings, and the printer has no
 total and no time left.
+
+Long passes over data that are not training (``sample_corpus`` reading a corpus) use
+:class:`Progress`: items per second and an ETA, redrawn on a terminal, one line per interval in a log.
 """
 
 from __future__ import annotations
@@ -138,3 +141,44 @@ def scoring(batches: Sequence, what: str, terminal: bool | None = None, every: f
         if now - last >= every and i < len(batches):
             print(progress_line(what, i, len(batches), now - start, unit="batches"), flush=True)
             last = now
+
+
+class Progress:
+    """``update(items, done)``: ``items`` counted so far (documents), ``done`` of ``total`` read so far
+    (bytes, rows or files; the ETA assumes the rest reads at the same pace)."""
+
+    def __init__(self, label: str, total: int, unit: str, stream=None, log_interval: float = 30.0):
+        self.label, self.total, self.unit = label, max(total, 1), unit
+        self.stream = stream or sys.stdout
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.interval = 1.0 if self.tty else log_interval
+        self.start = self.last = time.perf_counter()
+        self.items = self.done = 0
+
+    def line(self) -> str:
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        frac = min(self.done / self.total, 1.0)
+        eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
+        eta_text = duration(eta) if eta == eta else "?"
+        return (
+            f"{self.label}: {self.items:,} docs, {self.items / elapsed:,.0f} docs/s, "
+            f"{frac:.0%} of {self.total:,} {self.unit}, elapsed {duration(elapsed)}, ETA {eta_text}"
+        )
+
+    def update(self, items: int, done: int) -> None:
+        self.items, self.done = items, done
+        now = time.perf_counter()
+        if now - self.last >= self.interval:
+            self.last = now
+            self._emit(final=False)
+
+    def close(self) -> None:
+        self.done = self.total
+        self._emit(final=True)
+
+    def _emit(self, final: bool) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + self.line() + ("\n" if final else ""))
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()

@@ -3,10 +3,10 @@ import shutil
 
 import pytest
 import sample_corpus as stage  # noqa: E402
-from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, prepare, tiny_params
+from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, fixture_corpora, prepare, run_sample_corpus, tiny_params
 
 from minisci.config import SampleCorpusConfig, from_dict
-from minisci.data.corpus import SentenceIndex, normalise_words, punkt_from_json, sample_corpus
+from minisci.data.corpus import SentenceIndex, normalise_words, punkt_from_json
 from minisci.errors import ConfigError, DataFormatError
 
 
@@ -14,8 +14,10 @@ def cfg(**kw):
     return from_dict(SampleCorpusConfig, tiny_params({"sample_corpus": kw})["sample_corpus"], "sample_corpus")
 
 
-def test_ratio_exclusions_and_counts(fixture_prepared):
-    rows, punkt, m = sample_corpus(FIXTURE_MIRROR, fixture_prepared, FIXTURE_DATASETS, cfg())
+def test_ratio_exclusions_and_counts(tmp_path, fixture_prepared):
+    rows, punkt, m = run_sample_corpus(
+        tmp_path / "out1", fixture_prepared, FIXTURE_DATASETS, cfg(), corpora=fixture_corpora(FIXTURE_MIRROR)
+    )
     domains = [r["domain"] for r in rows]
     assert domains.count("biomedical") == 24 and domains.count("general") == 6
     ids = {r["id"] for r in rows}
@@ -27,9 +29,11 @@ def test_ratio_exclusions_and_counts(fixture_prepared):
     assert all(len(s.split()) >= 4 for r in rows for s in r["sentences"])
 
 
-def test_own_check_alone_catches_flagged_documents(fixture_prepared):
+def test_own_check_alone_catches_flagged_documents(tmp_path, fixture_prepared):
     # Independent of the pool flag: the three flagged abstracts contain test sentences too.
-    _, _, m = sample_corpus(FIXTURE_MIRROR, fixture_prepared, FIXTURE_DATASETS, cfg())
+    _, _, m = run_sample_corpus(
+        tmp_path / "out2", fixture_prepared, FIXTURE_DATASETS, cfg(), corpora=fixture_corpora(FIXTURE_MIRROR)
+    )
     assert m["excluded_flag_only"] == 0
 
 
@@ -39,12 +43,17 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path, fixture_prepared):
 
     outs = []
     for seed in (1, 1, 2):
-        params.write_text(yaml.safe_dump(tiny_params({"sample_corpus": {"seed": seed}})))
+        values = tiny_params({"sample_corpus": {"seed": seed}})
+        for entry in values["corpora"].values():
+            entry["path"] = str(FIXTURE_MIRROR / entry["path"].removeprefix("data/raw/"))
+        params.write_text(yaml.safe_dump(values))
         out = tmp_path / f"out{len(outs)}"
         stage.main(
             [
-                "--raw",
+                "--corpus-dirs",
                 str(FIXTURE_MIRROR),
+                "--num-proc",
+                "2",
                 "--datasets",
                 str(fixture_prepared),
                 "--out",
@@ -59,9 +68,15 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path, fixture_prepared):
     assert outs[0] == outs[1] and outs[0] != outs[2]
 
 
-def test_too_few_documents_is_a_clear_error(fixture_prepared):
+def test_too_few_documents_is_a_clear_error(tmp_path, fixture_prepared):
     with pytest.raises(ConfigError, match="need 48 biomedical documents but the pool has only 45"):
-        sample_corpus(FIXTURE_MIRROR, fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=60))
+        run_sample_corpus(
+            tmp_path / "out3",
+            fixture_prepared,
+            FIXTURE_DATASETS,
+            cfg(n_docs=60),
+            corpora=fixture_corpora(FIXTURE_MIRROR),
+        )
 
 
 def test_tapt_adds_training_text_and_guards_it(tmp_path):
@@ -81,14 +96,18 @@ def test_tapt_adds_training_text_and_guards_it(tmp_path):
     prepared = tmp_path / "prepared"
     for name in FIXTURE_DATASETS:
         prepare(mirror, name, prepared / name)
-    rows, _, m = sample_corpus(mirror, prepared, FIXTURE_DATASETS, cfg(tapt_datasets=["scicite"]))
+    rows, _, m = run_sample_corpus(
+        tmp_path / "out4", prepared, FIXTURE_DATASETS, cfg(tapt_datasets=["scicite"]), corpora=fixture_corpora(mirror)
+    )
     tapt = [r for r in rows if r["domain"] == "tapt"]
     # the test citation is guarded out; one-word rows keep no sentence
     assert len(tapt) == 1 and m["excluded_tapt_docs"] == 1 and m["tapt_docs"] == 1
 
 
-def test_punkt_params_round_trip(fixture_prepared):
-    _, punkt, _ = sample_corpus(FIXTURE_MIRROR, fixture_prepared, FIXTURE_DATASETS, cfg())
+def test_punkt_params_round_trip(tmp_path, fixture_prepared):
+    _, punkt, _ = run_sample_corpus(
+        tmp_path / "out5", fixture_prepared, FIXTURE_DATASETS, cfg(), corpora=fixture_corpora(FIXTURE_MIRROR)
+    )
     tok = punkt_from_json(json.loads(json.dumps(punkt)))
     assert tok.tokenize("We used 5 mg. of drug. Patients improved.")[-1] == "Patients improved."
 
@@ -104,5 +123,7 @@ def test_malformed_pool_line(tmp_path, fixture_prepared):
     shutil.copytree(FIXTURE_MIRROR, mirror)
     with (mirror / "corpus/general.jsonl").open("a") as f:
         f.write('{"id": "x", "text": "t", "source": "s", "kind": "abstract"}\n')
-    with pytest.raises(DataFormatError, match=r"general.jsonl:17: expected field 'eval_overlap' of type bool"):
-        sample_corpus(mirror, fixture_prepared, FIXTURE_DATASETS, cfg())
+    with pytest.raises(
+        DataFormatError, match=r"general.jsonl:17: field 'eval_overlap' \(flag_field\) must be true or false, missing"
+    ):
+        run_sample_corpus(tmp_path / "out6", fixture_prepared, FIXTURE_DATASETS, cfg(), corpora=fixture_corpora(mirror))

@@ -4,10 +4,10 @@ treebank tokenisation wrote differently (on the fixture pool)."""
 import json
 import shutil
 
-from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, tiny_params
+from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, fixture_corpora, run_sample_corpus, tiny_params
 
 from minisci.config import SampleCorpusConfig, from_dict
-from minisci.data.corpus import normalise_words, sample_corpus
+from minisci.data.corpus import normalise_words
 from minisci.data.prepare import write_prepared
 
 
@@ -33,7 +33,9 @@ def pool_docs(mirror=FIXTURE_MIRROR):
 
 
 def test_a_dataset_outside_the_sample_leaves_the_corpus_unchanged(tmp_path, fixture_prepared):
-    rows, punkt, m = sample_corpus(FIXTURE_MIRROR, fixture_prepared, FIXTURE_DATASETS, cfg())
+    rows, punkt, m = run_sample_corpus(
+        tmp_path / "out1", fixture_prepared, FIXTURE_DATASETS, cfg(), corpora=fixture_corpora(FIXTURE_MIRROR)
+    )
     sampled = {r["id"] for r in rows}
     # a clean pool document that was not drawn: its first sentence becomes a new test set's text
     outside = next(
@@ -41,17 +43,23 @@ def test_a_dataset_outside_the_sample_leaves_the_corpus_unchanged(tmp_path, fixt
     )
     text = " ".join(outside["text"].split()[:12])
     prepared = declare(fixture_prepared, tmp_path, "extra", [text])
-    rows2, punkt2, m2 = sample_corpus(FIXTURE_MIRROR, prepared, (*FIXTURE_DATASETS, "extra"), cfg())
+    rows2, punkt2, m2 = run_sample_corpus(
+        tmp_path / "out2", prepared, (*FIXTURE_DATASETS, "extra"), cfg(), corpora=fixture_corpora(FIXTURE_MIRROR)
+    )
     assert m2["excluded_own_check_per_dataset"]["extra"] >= 1 and m2["excluded_total"] > m["excluded_total"]
     assert rows2 == rows and punkt2 == punkt  # so the documents, the pairs and the adapted model stay as they were
 
 
 def test_a_dataset_inside_the_sample_replaces_only_what_it_excludes(tmp_path, fixture_prepared):
-    rows, _, m = sample_corpus(FIXTURE_MIRROR, fixture_prepared, FIXTURE_DATASETS, cfg())
+    rows, _, m = run_sample_corpus(
+        tmp_path / "out3", fixture_prepared, FIXTURE_DATASETS, cfg(), corpora=fixture_corpora(FIXTURE_MIRROR)
+    )
     victims = [r for r in rows if r["domain"] == "biomedical"][2:4]
     texts = [next(s for s in r["sentences"] if len(s.split()) >= 10) for r in victims]
     prepared = declare(fixture_prepared, tmp_path, "extra", texts)
-    rows2, _, m2 = sample_corpus(FIXTURE_MIRROR, prepared, (*FIXTURE_DATASETS, "extra"), cfg())
+    rows2, _, m2 = run_sample_corpus(
+        tmp_path / "out4", prepared, (*FIXTURE_DATASETS, "extra"), cfg(), corpora=fixture_corpora(FIXTURE_MIRROR)
+    )
     old, new = [r["id"] for r in rows], [r["id"] for r in rows2]
     removed, added = set(old) - set(new), set(new) - set(old)
     assert removed == {r["id"] for r in victims} and len(added) == 2
@@ -76,6 +84,8 @@ def test_guard_matches_treebank_tokens_against_running_text(tmp_path, fixture_pr
     with (mirror / "corpus/general.jsonl").open("a") as f:
         f.write(json.dumps({**doc, "eval_overlap": False}) + "\n")
     prepared = declare(fixture_prepared, tmp_path, "ptb_ner", [ptb], task="ner")
-    rows, _, m = sample_corpus(mirror, prepared, (*FIXTURE_DATASETS, "ptb_ner"), cfg(n_docs=40))
+    rows, _, m = run_sample_corpus(
+        tmp_path / "out5", prepared, (*FIXTURE_DATASETS, "ptb_ner"), cfg(n_docs=40), corpora=fixture_corpora(mirror)
+    )
     assert m["excluded_own_check_per_dataset"]["ptb_ner"] == 1
     assert "fixture:ptb-twin" not in {r["id"] for r in rows}

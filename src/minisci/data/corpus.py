@@ -1,31 +1,47 @@
 """The ``sample_corpus`` stage: a seeded, deduplicated, contamination-free sample of the
-pretraining pool, split into sentences by NLTK Punkt trained on the sample itself.
+pretraining corpora of the ``corpora`` catalogue, split into sentences by NLTK Punkt trained on the
+sample itself.
+
+Streamed, in bounded memory: pass 1 reads every corpus in chunks, and worker processes parse each
+document and run the guard on it; the main process keeps ~40 bytes per document (two 64-bit keys
+for duplicates, a 64-bit rank, flags), never the text. Duplicates are then resolved, each corpus's
+share is chosen, and pass 2 reads only the chosen documents again.
 
 Contamination guard, two independent detectors:
-1. the pool's own ``eval_overlap`` flag (set by the data mirror's builders), and
+1. the corpus's own flag (``flag_field``; the shipped pool's ``eval_overlap``, set by the data
+   mirror's builders), and
 2. our own check: every test sentence of each guarded evaluation set with at least
    ``guard_min_words`` words is searched, as a normalised word sequence, inside every document
    (treebank bracket tokens such as ``-LRB-`` and split contractions read as in running text).
 A document caught by either is never sampled; both counts are reported.
 
-The sample is stable: each document's rank is a seeded hash of its id, and each domain takes its
-clean documents of lowest rank. Declaring a dataset whose test text excludes a document therefore
-replaces only that document; one that excludes no sampled document leaves the corpus unchanged.
+The sample is stable: each document's rank is a seeded hash of its id, and each corpus takes its
+clean documents of lowest rank, as many as its weight gives it. Declaring a dataset whose test text
+excludes a document therefore replaces only that document; one that excludes no sampled document
+leaves the corpus unchanged; a new corpus takes its share and leaves the others' order alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import math
+import multiprocessing
 import re
-from collections import defaultdict
-from collections.abc import Iterable
+from array import array
+from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
-from minisci.config import SampleCorpusConfig
-from minisci.data.readers import POOLS, Document, NerSentence, load_pool, load_prepared, words_of
-from minisci.errors import ConfigError
+from minisci.config import CorpusConfig, SampleCorpusConfig
+from minisci.data.corpora import Chunk, Record, Tally, corpus_files, corpus_size, iter_chunks, parse_item
+from minisci.data.readers import Document, NerSentence, load_prepared, words_of
+from minisci.errors import ConfigError, DataFormatError
+from minisci.io import write_jsonl
+from minisci.progress import Progress
 
 _WORD_RE = re.compile(r"[^\W_]+")  # letters and digits; punctuation and tokenisation differences vanish
 # What treebank-style tokenisation writes differently from running text: bracket tokens (-LRB- for
@@ -47,23 +63,6 @@ def normalise_words(text: str) -> list[str]:
     if "cannot" in text:
         text = re.sub(r"\bcannot\b", "can not", text)
     return _WORD_RE.findall(text)
-
-
-# 1. load and deduplicate ------------------------------------------------------------------------
-
-
-def deduplicate(docs: Iterable[Document]) -> tuple[list[Document], int]:
-    """Keep the first document per id and per case/whitespace-insensitive text."""
-    seen_ids, seen_text, kept, dropped = set(), set(), [], 0
-    for d in docs:
-        h = hashlib.sha1(" ".join(d.text.casefold().split()).encode()).digest()
-        if d.id in seen_ids or h in seen_text:
-            dropped += 1
-            continue
-        seen_ids.add(d.id)
-        seen_text.add(h)
-        kept.append(d)
-    return kept, dropped
 
 
 # 2. contamination guard ---------------------------------------------------------------------------
@@ -194,7 +193,7 @@ def split_sentences(d: Document, tokenizer: PunktSentenceTokenizer, min_words: i
     return kept, len(sents) - len(kept)
 
 
-# 5. the stage -------------------------------------------------------------------------------------------
+# 5. the stage: a streamed scan, then the sample -------------------------------------------------------
 
 
 def rank(seed: int, doc_id: str, purpose: str = "draw") -> bytes:
@@ -203,49 +202,244 @@ def rank(seed: int, doc_id: str, purpose: str = "draw") -> bytes:
     return hashlib.sha256(f"{seed}:{purpose}:{doc_id}".encode()).digest()
 
 
-def _choose(seed: int, docs: list[Document], k: int, domain: str) -> list[Document]:
-    """The ``k`` documents of lowest seeded rank: a new exclusion replaces only what it removes."""
-    if k > len(docs):
-        raise ConfigError(
-            f"sample_corpus: need {k} {domain} documents but the pool has only {len(docs)} after "
-            "deduplication and the contamination guard; lower n_docs or change biomedical_ratio"
-        )
-    return sorted(docs, key=lambda d: rank(seed, d.id))[:k]
+def _h64(data: bytes) -> int:
+    return int.from_bytes(data[:8], "big")
+
+
+def text_key(text: str) -> int:
+    """Duplicate key of a text: case and whitespace do not count."""
+    return _h64(hashlib.sha1(" ".join(text.casefold().split()).encode()).digest())
+
+
+def as_document(corpus: str, r: Record) -> Document:
+    return Document(r.id, r.source, corpus, r.kind, r.title, r.text, r.flagged)
+
+
+class _Scanner:
+    """Pass 1 on one chunk: parse and check every item, and what the sample needs of it: id and text
+    keys (duplicates), the seeded rank, the corpus's flag and the guard's verdict. Runs in worker
+    processes; returns small tuples, or the one-line error of the first malformed item."""
+
+    def __init__(self, corpora: dict, files: dict, guard: SentenceIndex, per_dataset: dict, seed: int):
+        self.corpora, self.files, self.guard, self.per_dataset, self.seed = corpora, files, guard, per_dataset, seed
+
+    def __call__(self, chunk: Chunk):
+        cfg = self.corpora[chunk.corpus]
+        path = self.files[chunk.corpus][chunk.file]
+        out = []
+        try:
+            for i in range(len(chunk.items)):
+                r = parse_item(chunk, i, cfg, path)
+                if r is None:
+                    out.append(None)  # dropped by the entry's filter
+                    continue
+                words = doc_words(as_document(chunk.corpus, r))
+                caught = self.guard.contains_any(words)
+                hits = tuple(n for n, g in self.per_dataset.items() if g.contains_any(words)) if caught else ()
+                out.append(
+                    (chunk.first + i, _h64(hashlib.sha1(r.id.encode()).digest()), text_key(r.text),
+                     _h64(rank(self.seed, r.id)), r.flagged, caught, hits)
+                )  # fmt: skip
+        except DataFormatError as e:  # its __init__ signature does not survive pickling: send its parts
+            where = f"{e.path}:{e.line}" if e.line is not None else f"{e.path}"
+            return (e.path, e.line, str(e)[len(where) + 2 :])
+        return out
+
+
+_WORKER = None  # the worker process's job: set once per process by the pool's initializer
+
+
+def _init_worker(job) -> None:
+    global _WORKER
+    _WORKER = job
+
+
+def _run_in_worker(arg):
+    return _WORKER(arg)
+
+
+def ordered_map(job, items: Iterable, num_proc: int) -> Iterator:
+    """``map(job, items)`` in order, over ``num_proc`` processes, with a bounded number of items in
+    flight (``Pool.imap`` would read the whole input ahead into memory)."""
+    if num_proc <= 1:
+        yield from map(job, items)
+        return
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ctx.Pool(num_proc, initializer=_init_worker, initargs=(job,)) as pool:
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.apply_async(_run_in_worker, (item,)))
+            if len(pending) >= 4 * num_proc:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+@dataclasses.dataclass
+class Scan:
+    """Pass 1's result: one entry per document read (after filters), in reading order, in compact arrays."""
+
+    corpus: array = dataclasses.field(default_factory=lambda: array("H"))
+    file: array = dataclasses.field(default_factory=lambda: array("I"))
+    pos: array = dataclasses.field(default_factory=lambda: array("Q"))
+    id_key: array = dataclasses.field(default_factory=lambda: array("Q"))
+    text_key: array = dataclasses.field(default_factory=lambda: array("Q"))
+    rank: array = dataclasses.field(default_factory=lambda: array("Q"))
+    flagged: array = dataclasses.field(default_factory=lambda: array("b"))
+    caught: array = dataclasses.field(default_factory=lambda: array("b"))
+    hits: dict = dataclasses.field(default_factory=dict)  # index -> datasets whose test text it contains
+    filtered: dict = dataclasses.field(default_factory=dict)  # corpus -> documents its filter dropped
+
+
+def scan_corpora(
+    corpora: dict[str, CorpusConfig], root: Path, guard: SentenceIndex, per_dataset: dict, seed: int, num_proc: int
+) -> Scan:
+    """Pass 1 over every corpus, in catalogue order, in a stream (progress on stdout)."""
+    files = {
+        name: corpus_files(cfg, root) if cfg.format != "txt" else [root / cfg.location] for name, cfg in corpora.items()
+    }
+    scanner = _Scanner(corpora, files, guard, per_dataset, seed)
+    scan = Scan()
+    for c, (name, cfg) in enumerate(corpora.items()):
+        total, unit = corpus_size(cfg, root)
+        progress, tally = Progress(f"sample_corpus: scan {name}", total, unit), Tally()
+        scan.filtered[name], before = 0, len(scan.rank)
+        for chunk, result in zip_chunks(iter_chunks(name, cfg, root, tally), scanner, num_proc):
+            if isinstance(result, tuple):  # the first malformed item of the chunk
+                raise DataFormatError(*result)
+            for row in result:
+                if row is None:
+                    scan.filtered[name] += 1
+                    continue
+                pos, id_key, txt_key, rnk, flagged, caught, hits = row
+                if hits:
+                    scan.hits[len(scan.rank)] = hits
+                for arr, v in ((scan.corpus, c), (scan.file, chunk.file), (scan.pos, pos), (scan.id_key, id_key),
+                               (scan.text_key, txt_key), (scan.rank, rnk), (scan.flagged, flagged), (scan.caught, caught)):  # fmt: skip
+                    arr.append(v)
+            progress.update(len(scan.rank) - before, tally.done)
+        progress.close()
+    return scan
+
+
+def zip_chunks(chunks: Iterator[Chunk], scanner: _Scanner, num_proc: int) -> Iterator[tuple[Chunk, list]]:
+    """Each chunk with its scan result, in order. Only the chunk's file and position are kept
+    beside it, not its items, so the items in flight stay in the workers' queue."""
+    meta: deque = deque()
+
+    def tee():
+        for chunk in chunks:
+            meta.append(Chunk(chunk.corpus, chunk.file, chunk.first, []))
+            yield chunk
+
+    for result in ordered_map(scanner, tee(), num_proc):
+        yield meta.popleft(), result
+
+
+def duplicates(id_key: np.ndarray, text_key: np.ndarray) -> np.ndarray:
+    """Which documents are dropped as duplicates: as a sequential pass that keeps the first
+    document per id and per text (among the kept ones) would, but that pass runs only over the
+    documents whose id or text occurs more than once; the others are kept whatever comes before."""
+    dup = np.zeros(len(id_key), dtype=bool)
+    involved = np.zeros(len(id_key), dtype=bool)
+    for keys in (id_key, text_key):
+        _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        involved |= counts[inverse] > 1
+    seen_ids, seen_text = set(), set()
+    for i in np.flatnonzero(involved):
+        if id_key[i] in seen_ids or text_key[i] in seen_text:
+            dup[i] = True
+            continue
+        seen_ids.add(id_key[i])
+        seen_text.add(text_key[i])
+    return dup
+
+
+def shares(n: int, weights: dict[str, float]) -> dict[str, int]:
+    """``n`` documents shared by weight: the floors, then one more for the largest remainders (ties
+    to the earlier corpus), so the counts sum to ``n`` and follow the weights as closely as whole
+    documents can."""
+    total = sum(weights.values())
+    exact = {k: n * w / total for k, w in weights.items()}
+    out = {k: math.floor(v) for k, v in exact.items()}
+    by_remainder = sorted(exact, key=lambda k: -(exact[k] - out[k]))
+    for k in by_remainder[: n - sum(out.values())]:
+        out[k] += 1
+    return out
+
+
+def choose(scan: Scan, clean: np.ndarray, names: list[str], counts: dict[str, int]) -> dict[int, np.ndarray]:
+    """Per corpus, the indices of its ``k`` clean documents of lowest seeded rank: a new exclusion
+    replaces only what it removes, and another corpus changes nothing here."""
+    corpus, ranks = np.frombuffer(scan.corpus, dtype=np.uint16), np.frombuffer(scan.rank, dtype=np.uint64)
+    out = {}
+    for c, name in enumerate(names):
+        idx = np.flatnonzero(clean & (corpus == c))
+        if counts[name] > len(idx):
+            raise ConfigError(
+                f"sample_corpus: need {counts[name]} {name} documents but the pool has only {len(idx)} after "
+                f"deduplication and the contamination guard; lower n_docs or change corpora.{name}.weight"
+            )
+        out[c] = idx[np.argsort(ranks[idx], kind="stable")[: counts[name]]]
+    return out
+
+
+def fetch(corpora: dict[str, CorpusConfig], root: Path, scan: Scan, chosen: dict[int, np.ndarray]) -> list[Document]:
+    """Pass 2: read the chosen documents again (raw items are skipped unparsed)."""
+    docs = []
+    for c, (name, cfg) in enumerate(corpora.items()):
+        wanted = {(scan.file[i], scan.pos[i]) for i in chosen[c]}
+        files = corpus_files(cfg, root) if cfg.format != "txt" else [root / cfg.location]
+        for chunk in iter_chunks(name, cfg, root):
+            for i in range(len(chunk.items)):
+                if (chunk.file, chunk.first + i) in wanted:
+                    docs.append(as_document(name, parse_item(chunk, i, cfg, files[chunk.file])))
+    return docs
+
+
+class _Splitter:
+    def __init__(self, punkt: dict, min_words: int):
+        self.tokenizer, self.min_words = punkt_from_json(punkt), min_words
+
+    def __call__(self, docs: list[Document]) -> list[tuple[list[str], int]]:
+        return [split_sentences(d, self.tokenizer, self.min_words) for d in docs]
 
 
 def sample_corpus(
-    raw_dir: str | Path, prepared_dir: str | Path, datasets: tuple[str, ...], cfg: SampleCorpusConfig
-) -> tuple[list[dict], dict, dict]:
-    """The whole stage: returns the document rows, the learned Punkt parameters and metrics.
-    ``datasets``: the catalogue's names, whose prepared test splits are all guarded."""
-    raw_dir, prepared_dir = Path(raw_dir), Path(prepared_dir)
+    corpora: dict[str, CorpusConfig],
+    prepared_dir: str | Path,
+    datasets: tuple[str, ...],
+    cfg: SampleCorpusConfig,
+    out_dir: str | Path,
+    root: str | Path = ".",
+    num_proc: int = 1,
+) -> tuple[dict, dict]:
+    """The whole stage: writes ``documents.jsonl`` into ``out_dir``; returns the learned Punkt
+    parameters and the metrics. ``datasets``: the catalogue's names, whose prepared test splits are
+    all guarded; corpus paths are relative to ``root``."""
+    prepared_dir, root, names = Path(prepared_dir), Path(root), list(corpora)
     unknown = sorted(set(cfg.tapt_datasets) - set(datasets))
     if unknown:
         raise ConfigError(
             f"params sample_corpus.tapt_datasets: {unknown} are not in the datasets catalogue {list(datasets)}"
         )
-    # 1. load both pools and deduplicate across them (biomedical first, as the pool builders did)
-    pool = load_pool(raw_dir / POOLS["biomedical"], "biomedical") + load_pool(raw_dir / POOLS["general"], "general")
-    pool, n_dupes = deduplicate(pool)
-
-    # 2. contamination guard: the pool's flag and our own containment check
+    # 1. the guard: every dataset's test sentences, as one index and one per dataset
     seqs = test_sequences(prepared_dir, datasets)
     guard = SentenceIndex((x for name in datasets for x in seqs[name]), cfg.guard_min_words)
-    flagged = {d.id for d in pool if d.eval_overlap}
-    caught_docs = [d for d in pool if guard.contains_any(doc_words(d))]
-    caught = {d.id for d in caught_docs}
-    # which datasets each excluded document overlaps (only the few caught ones are searched again)
     per_dataset = {n: SentenceIndex(seqs[n], cfg.guard_min_words) for n in datasets}
-    excluded_per_dataset = {n: sum(g.contains_any(doc_words(d)) for d in caught_docs) for n, g in per_dataset.items()}
-    clean = [d for d in pool if d.id not in flagged and d.id not in caught]
 
-    # 3. seeded sample at the requested domain ratio: per domain, the clean documents of lowest rank
-    #    (a hash of seed and id), mixed in a second seeded order that also depends on each id alone
-    n_bio = round(cfg.n_docs * cfg.biomedical_ratio)
-    by_domain = {dom: [d for d in clean if d.domain == dom] for dom in POOLS}
-    sample = _choose(cfg.seed, by_domain["biomedical"], n_bio, "biomedical") + _choose(
-        cfg.seed, by_domain["general"], cfg.n_docs - n_bio, "general"
-    )
+    # 2. pass 1, streamed over both cores: keys, ranks, flags and the guard's verdicts, in arrays
+    scan = scan_corpora(corpora, root, guard, per_dataset, cfg.seed, num_proc)
+    dup = duplicates(np.frombuffer(scan.id_key, dtype=np.uint64), np.frombuffer(scan.text_key, dtype=np.uint64))
+    flagged = np.frombuffer(scan.flagged, dtype=np.int8).astype(bool) & ~dup
+    caught = np.frombuffer(scan.caught, dtype=np.int8).astype(bool) & ~dup
+    clean = ~dup & ~flagged & ~caught
+
+    # 3. per corpus, its share of n_docs: the clean documents of lowest rank; then pass 2 reads them,
+    #    mixed in a second seeded order that also depends on each id alone
+    chosen = choose(scan, clean, names, shares(cfg.n_docs, {n: c.weight for n, c in corpora.items()}))
+    sample = fetch(corpora, root, scan, chosen)
     sample.sort(key=lambda d: rank(cfg.seed, d.id, "order"))
 
     # 4. optional task-adaptive documents, guarded the same way
@@ -253,43 +447,87 @@ def sample_corpus(
     tapt_clean = [d for d in tapt if not guard.contains_any(doc_words(d))]
     docs = sample + tapt_clean
 
-    # 5. Punkt trained on the sample, saved so the split is reproducible; then split and filter
+    # 5. Punkt trained on the sample, saved so the split is reproducible; then split (both cores) and write
     punkt = punkt_to_json(train_punkt(sample, cfg.punkt_train_chars))
-    tokenizer = punkt_from_json(punkt)
-    stats = {dom: {"docs": 0, "sentences": 0, "words": 0} for dom in (*POOLS, "tapt")}
-    dropped_short = dropped_docs = 0
-    rows = []
-    for d in docs:
-        sents, n_dropped = split_sentences(d, tokenizer, cfg.min_sentence_words)
-        dropped_short += n_dropped
-        if not sents:
-            dropped_docs += 1  # nothing left after the short-sentence filter
-            continue
-        s = stats[d.domain]
-        s["docs"] += 1
-        s["sentences"] += len(sents)
-        s["words"] += sum(len(x.split()) for x in sents)
-        rows.append({"id": d.id, "source": d.source, "domain": d.domain, "kind": d.kind, "sentences": sents})
+    stats = {dom: {"docs": 0, "sentences": 0, "words": 0} for dom in (*names, "tapt")}
+    dropped = {"short": 0, "docs": 0}
 
-    total = {k: sum(s[k] for s in stats.values()) for k in ("docs", "sentences", "words")}
-    return (
-        rows,
-        punkt,
-        {
-            **{f"{dom}_{k}": v for dom, s in stats.items() for k, v in s.items()},
-            **{f"total_{k}": v for k, v in total.items()},
-            "pool_docs": len(pool) + n_dupes,
-            "pool_duplicates_dropped": n_dupes,
-            "guard_test_sentences": len(guard),
-            "excluded_total": len(flagged | caught),
-            "excluded_eval_overlap_flag": len(flagged),
-            "excluded_own_check": len(caught),
-            "excluded_own_check_only": len(caught - flagged),
-            "excluded_flag_only": len(flagged - caught),
-            "excluded_tapt_docs": len(tapt) - len(tapt_clean),
-            "excluded_own_check_per_dataset": excluded_per_dataset,
-            "dropped_short_sentences": dropped_short,
-            "dropped_docs_without_sentences": dropped_docs,
-            "punkt_abbreviations": len(punkt["abbrev_types"]),
-        },
+    def rows():
+        batches = (docs[i : i + 64] for i in range(0, len(docs), 64))
+        results = (
+            x for batch in ordered_map(_Splitter(punkt, cfg.min_sentence_words), batches, num_proc) for x in batch
+        )
+        for d, (sents, n_dropped) in zip(docs, results):
+            dropped["short"] += n_dropped
+            if not sents:
+                dropped["docs"] += 1  # nothing left after the short-sentence filter
+                continue
+            s = stats[d.domain]
+            s["docs"] += 1
+            s["sentences"] += len(sents)
+            s["words"] += sum(len(x.split()) for x in sents)
+            yield {"id": d.id, "source": d.source, "domain": d.domain, "kind": d.kind, "sentences": sents}
+
+    write_jsonl(Path(out_dir) / "documents.jsonl", rows())
+    return punkt, corpus_metrics(
+        scan, names, dup, flagged, caught, stats, dropped, punkt, len(guard), len(tapt) - len(tapt_clean), datasets
     )
+
+
+def corpus_metrics(
+    scan, names, dup, flagged, caught, stats, dropped, punkt, guard_size, tapt_excluded, datasets
+) -> dict:
+    """The stage's metrics: the totals as before, and the same per corpus under ``corpora``."""
+    corpus = np.frombuffer(scan.corpus, dtype=np.uint16)
+    per_dataset = {n: 0 for n in datasets}
+    per_corpus_dataset = {c: {n: 0 for n in datasets} for c in names}
+    for i, hits in scan.hits.items():
+        if dup[i]:
+            continue
+        for n in hits:
+            per_dataset[n] += 1
+            per_corpus_dataset[names[corpus[i]]][n] += 1
+    total = {k: sum(s[k] for s in stats.values()) for k in ("docs", "sentences", "words")}
+    per_corpus = {}
+    for c, name in enumerate(names):
+        mine = corpus == c
+        per_corpus[name] = {
+            **{f"sampled_{k}": v for k, v in stats[name].items()},
+            "pool_docs": int(mine.sum()),
+            "filtered_out": scan.filtered[name],
+            "duplicates_dropped": int((dup & mine).sum()),
+            "excluded_total": int(((flagged | caught) & mine).sum()),
+            "excluded_flag": int((flagged & mine).sum()),
+            "excluded_own_check": int((caught & mine).sum()),
+            "excluded_own_check_per_dataset": per_corpus_dataset[name],
+        }
+    return {
+        **{f"{dom}_{k}": v for dom, s in stats.items() for k, v in s.items()},
+        **{f"total_{k}": v for k, v in total.items()},
+        "corpora": per_corpus,
+        "pool_docs": len(dup),
+        "pool_duplicates_dropped": int(dup.sum()),
+        "guard_test_sentences": guard_size,
+        "excluded_total": int((flagged | caught).sum()),
+        "excluded_eval_overlap_flag": int(flagged.sum()),
+        "excluded_own_check": int(caught.sum()),
+        "excluded_own_check_only": int((caught & ~flagged).sum()),
+        "excluded_flag_only": int((flagged & ~caught).sum()),
+        "excluded_tapt_docs": tapt_excluded,
+        "excluded_own_check_per_dataset": per_dataset,
+        "dropped_short_sentences": dropped["short"],
+        "dropped_docs_without_sentences": dropped["docs"],
+        "punkt_abbreviations": len(punkt["abbrev_types"]),
+    }
+
+
+def check_tracked(corpora: dict[str, CorpusConfig], dirs: list[str]) -> None:
+    """Every corpus lies under a folder the stage depends on, or DVC would not see it change."""
+    roots = [Path(d).resolve() for d in dirs]
+    for name, c in corpora.items():
+        where = Path(c.location).resolve()
+        if not any(where == r or r in where.parents for r in roots):
+            raise ConfigError(
+                f"params corpora.{name}: {c.location} is outside the folders sample_corpus depends on "
+                f"({', '.join(dirs)}); move it under one of them (e.g. data/corpora/{name}) so DVC tracks it"
+            )

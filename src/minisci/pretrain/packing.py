@@ -1,0 +1,123 @@
+"""Packed blocks for MLM-only pretraining, written as memory-mapped Arrow shards.
+
+MLM without NSP needs no sentence pairs: contiguous text packed into full blocks, as Hugging Face's
+``run_mlm.py`` ``group_texts`` does, wastes no padding. Each block is ``[CLS] <block_size - 2 word
+pieces> [SEP]``; documents are joined with ``[SEP]`` so the model sees where one ends.
+
+No leakage: a block never spans two corpora (each corpus is packed on its own, its last partial
+block dropped, as ``group_texts`` drops the remainder), and held-out blocks come only from the
+held-out documents (the same documents ``make_pairs`` holds out, chosen by the same seeded split),
+so pretraining evaluation never scores text that training saw.
+
+Why Arrow (``datasets.Dataset.save_to_disk``) and not ``.npy`` shards: the trainer and the
+evaluation already read a ``datasets.Dataset``, which ``load_from_disk`` memory-maps (the blocks
+never live in Python lists); the rows keep named columns (``input_ids``, ``corpus``, ``doc``) for
+checks; and ``Dataset.from_generator`` writes the shards while the blocks stream out, so building
+them holds one batch of documents, not the corpus. Tokenisation runs once, in the stage that
+writes the shards, and DVC caches its output by its inputs.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from minisci.config import MakePairsConfig
+from minisci.data.pairs import split_documents
+
+TOKENIZE_BATCH = 256  # documents per tokenizer call (the fast tokenizer batches in Rust)
+
+
+def pack_corpus(docs: Iterable[dict], tokenizer, block_size: int) -> Iterator[dict]:
+    """Blocks of exactly ``block_size`` ids from the documents of ONE corpus, in order."""
+    cls, sep, n = tokenizer.cls_token_id, tokenizer.sep_token_id, block_size - 2
+    buffer: list[int] = []
+    owners: list[str] = []  # the document of each buffered id, so a block knows what it holds
+    batch: list[dict] = []
+
+    def flush(batch):
+        texts = [" ".join(d["sentences"]) for d in batch]
+        for d, ids in zip(batch, tokenizer(texts, add_special_tokens=False)["input_ids"]):
+            buffer.extend([*ids, sep])
+            owners.extend([d["id"]] * (len(ids) + 1))
+        while len(buffer) >= n:
+            yield {
+                "input_ids": [cls, *buffer[:n], sep],
+                "docs": sorted(set(owners[:n])),
+            }
+            del buffer[:n], owners[:n]
+
+    for d in docs:
+        batch.append(d)
+        if len(batch) == TOKENIZE_BATCH:
+            yield from flush(batch)
+            batch = []
+    if batch:
+        yield from flush(batch)
+
+
+def packed_blocks(docs: list[dict], tokenizer, block_size: int) -> Iterator[dict]:
+    """Every corpus packed on its own (in order of first appearance), rows ready for the trainer."""
+    corpora = list(dict.fromkeys(d.get("domain", "corpus") for d in docs))
+    idx = 0
+    for corpus in corpora:
+        for block in pack_corpus((d for d in docs if d.get("domain", "corpus") == corpus), tokenizer, block_size):
+            yield {
+                "input_ids": block["input_ids"],
+                "token_type_ids": [0] * block_size,
+                "next_sentence_label": 0,  # unused: MLM only
+                "length": block_size,
+                "idx": idx,  # stable example id: its masks depend on it, not on batch order
+                "corpus": corpus,
+                "docs": block["docs"],
+            }
+            idx += 1
+
+
+def _features():
+    import datasets
+
+    return datasets.Features(
+        {
+            "input_ids": datasets.Sequence(datasets.Value("int32")),
+            "token_type_ids": datasets.Sequence(datasets.Value("int8")),
+            "next_sentence_label": datasets.Value("int8"),
+            "length": datasets.Value("int32"),
+            "idx": datasets.Value("int64"),
+            "corpus": datasets.Value("string"),
+            "docs": datasets.Sequence(datasets.Value("string")),
+        }
+    )
+
+
+def build_packed_shards(docs: list[dict], tokenizer, block_size: int, split: MakePairsConfig, out: str | Path) -> dict:
+    """``out/train`` and ``out/heldout`` as Arrow datasets of packed blocks; returns counts per corpus.
+    The held-out documents are ``make_pairs``'s (same fraction, same seeded split)."""
+    import datasets
+
+    train_docs, held_docs = split_documents(docs, split.heldout_doc_fraction, random.Random(f"{split.seed}-split"))
+    counts = {}
+    for name, part in (("train", train_docs), ("heldout", held_docs)):
+        with tempfile.TemporaryDirectory() as cache:  # not the user's datasets cache: the output is the cache
+            ds = datasets.Dataset.from_generator(
+                packed_blocks,
+                # a tuple: datasets would shard a list argument over generator calls
+                gen_kwargs={"docs": tuple(part), "tokenizer": tokenizer, "block_size": block_size},
+                features=_features(),
+                cache_dir=cache,
+            )
+            ds.save_to_disk(str(Path(out) / name))
+        ds = load_shards(Path(out) / name)
+        counts[name] = {"blocks": len(ds), "tokens": len(ds) * block_size}
+        for corpus in sorted(set(ds["corpus"])):
+            counts[name][f"blocks_{corpus}"] = sum(c == corpus for c in ds["corpus"])
+    return counts
+
+
+def load_shards(path: str | Path):
+    """A saved split, memory-mapped (nothing is read into memory until a row is asked for)."""
+    import datasets
+
+    return datasets.load_from_disk(str(path))
