@@ -133,20 +133,18 @@ def test_default_params_search_thousands_of_documents():
 
 @pytest.mark.slow
 def test_stage_runs_on_the_fixture_pool_and_saves_the_encoder_better_on_dev(tiny_model_dir, sampled, tmp_path):
-    import sys
 
+    import finetune_embeddings
     import yaml
 
     from minisci.report.retrieval import report_rows
-
-    sys.path.insert(0, str(REPO / "stages"))
-    import finetune_embeddings
 
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
     out, metrics = tmp_path / "embeddings", tmp_path / "m.json"
     argv = ["--data", str(FIXTURE_MIRROR), "--docs", str(sampled[0]), "--adapted", str(tiny_model_dir)]
     argv += ["--baseline", str(tiny_model_dir), "--out", str(out), "--metrics", str(metrics)]
-    finetune_embeddings.main([*argv, "--plots", str(tmp_path / "plots"), "--params", str(tmp_path / "params.yaml")])
+    argv += ["--plots", str(tmp_path / "plots"), "--checkpoints", str(tmp_path / "checkpoints")]
+    finetune_embeddings.main([*argv, "--params", str(tmp_path / "params.yaml")])
     m = json.loads(metrics.read_text())
     served = json.loads((out / "retrieval.json").read_text())
     assert served["encoder"] in ("shipped", "finetuned") and served["retriever"] in ("dense", "bm25", "hybrid")
