@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minisci.data.corpus import deduplicate, rank
+from minisci.data.corpus import duplicates, rank, text_key
 from minisci.data.readers import POOLS, Document, load_pool, read_documents
 from minisci.errors import MinisciError
 
@@ -87,8 +87,11 @@ def _split(query_docs: list[Document], distractors: list[Document], seed: int) -
 
 
 def load_deduplicated_pool(raw_dir: str | Path) -> list[Document]:
+    """The shipped pool without duplicates, by sample_corpus's rule (the first per id and per text)."""
     pool = [d for domain, rel in POOLS.items() for d in load_pool(Path(raw_dir) / rel, domain)]
-    return deduplicate(pool)[0]
+    ids = np.array([d.id for d in pool], dtype=object)
+    dup = duplicates(ids, np.array([text_key(d.text) for d in pool], dtype=np.uint64))
+    return [d for d, drop in zip(pool, dup) if not drop]
 
 
 def build_benchmark(raw_dir, documents, cfg) -> Benchmark:
