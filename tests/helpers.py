@@ -147,7 +147,7 @@ CFG = ExportMetricsConfig(
 )
 SEEDS = [13, 14, 15]
 LABELS = ["background", "method", "result"]
-WORDS = ["aspirin", "causes", "mild", "liver", "damage", "in", "rats", "and", "heart", "failure"]
+NER_WORDS = ["aspirin", "causes", "mild", "liver", "damage", "in", "rats", "and", "heart", "failure"]
 
 
 def _noisy_tags(gold: list[str], rng: random.Random, p: float) -> list[str]:
@@ -162,7 +162,7 @@ def _noisy_tags(gold: list[str], rng: random.Random, p: float) -> list[str]:
 def _ner_rows(n: int, rng: random.Random) -> list[dict]:
     rows = []
     for i in range(n):
-        tokens = rng.choices(WORDS, k=8)
+        tokens = rng.choices(NER_WORDS, k=8)
         gold = []
         for k, w in enumerate(tokens):
             if w == "aspirin":

@@ -159,8 +159,8 @@ CASES = [
         "show.json: not UTF-8 (byte 0xe9 at byte offset 14); dvc exp show --json writes UTF-8",
     ),
     (
-        "Latin-1 --json to studies report",
-        latin1_json("studies", "report"),
+        "Latin-1 --json to python -m minisci.report",
+        latin1_json("__main__"),
         "show.json: not UTF-8 (byte 0xe9 at byte offset 14); dvc exp show --json writes UTF-8",
     ),
     (
@@ -270,7 +270,7 @@ EXPORT_CASES = [
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> Path:
-    from test_report_export import synthetic_run
+    from helpers import synthetic_run
 
     root = tmp_path_factory.mktemp("export")
     synthetic_run(root)
@@ -281,7 +281,7 @@ def synthetic(tmp_path_factory) -> Path:
 def test_export_metrics_says_what_to_rerun(synthetic, tmp_path, monkeypatch, capsys, change, message):
     import shutil
 
-    from test_report_export import CFG
+    from helpers import CFG
 
     from minisci.report import export
 

@@ -9,7 +9,7 @@ from minisci.report import export
 
 
 def curve(root: Path, rel: str, points: int = 3) -> None:
-    path = root / rel / "plots" / "metrics" / "loss.tsv"
+    path = root / rel / export.CURVES / "loss.tsv"
     path.parent.mkdir(parents=True)
     path.write_text("step\tloss\n" + "".join(f"{10 * i}\t{1.0 / (i + 1)}\n" for i in range(points)))
 

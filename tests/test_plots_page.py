@@ -33,7 +33,7 @@ def test_every_plot_in_dvc_yaml_has_a_title_in_words_and_labelled_axes():
 
 
 def test_series_template_colours_each_series():
-    template = json.loads((REPO / "plots" / "template" / "series.json").read_text())
+    template = json.loads((REPO / ".dvc" / "plots" / "series.json").read_text())
     assert template["encoding"]["color"]["field"] == "series"
     assert template["mark"]["point"]  # a curve of one point is drawn as a point
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, synthetic_embeddings_metrics
 
 from minisci.config import ExportMetricsConfig
 from minisci.data.readers import Example, NerSentence, to_iob2
@@ -169,12 +169,7 @@ def test_a_third_kind_flows_through_export_and_studies_unchanged(toy_kind, tmp_p
     )
     for name in ("sample_corpus", "make_pairs"):
         _write(metrics / f"{name}.json", "{}")
-    emb = {
-        m: {"mrr_at_10": 0.9, "recall_at_1": 0.8, "recall_at_10": 0.99} for m in ("baseline", "encoder", "finetuned")
-    }
-    _write(
-        metrics / "finetune_embeddings.json", json.dumps({**emb, "encoder_dir": "x", "eval_pairs": 3, "train_pairs": 9})
-    )
+    _write(metrics / "finetune_embeddings.json", json.dumps(synthetic_embeddings_metrics()))
     cfg = ToyExportConfig(100, 13, 0.5, 1.0, 3)
     # the report: summary keys, a headline row, a details table, the chart bars, the compare plots
     data = export.collect(metrics, models, cfg, {"toy": ["set"]}, {}, None, "enc")

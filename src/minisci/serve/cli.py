@@ -120,7 +120,6 @@ def cmd_index(args) -> None:
 
     check_out_dir(args.out)  # before the slow part
     docs = read_collection(args.docs)
-    print(f"minisci index: {clean(describe_encoder(args.model))}", file=sys.stderr)
     with _progress(None, "embedding", unit="window") as bar:
         info = build_index(
             args.model,
@@ -134,6 +133,7 @@ def cmd_index(args) -> None:
             device=args.device,
             retriever=args.retriever,
         )
+    print(f"minisci index: {clean(describe_encoder(args.model))}", file=sys.stderr)  # once the options are checked
     if info["duplicate_ids"]:
         print(f"warning: {args.docs}: {duplicate_warning(info['duplicate_ids'])}", file=sys.stderr)
     print(

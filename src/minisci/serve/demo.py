@@ -169,10 +169,11 @@ def check_models(args) -> None:
     """Every model the page uses, checked before the server starts: a wrong path is one line now, not
     an error at the first click. Only config.json and the index's files are read (no torch import)."""
     from minisci.serve.models import check_task, check_weights, read_config
+    from minisci.tasks import registry
 
-    for option, path, task in (("--ner", args.ner, "ner"), ("--cite", args.cite, "cite")):
+    for option, path, command in (("--ner", args.ner, "ner"), ("--cite", args.cite, "cite")):
         try:
-            check_task(Path(path), read_config(path), task)
+            check_task(Path(path), read_config(path), registry.of_command(command))
             check_weights(path)
         except MinisciError as e:
             raise MinisciError(f"minisci demo {option}: {e}") from None
