@@ -96,7 +96,7 @@ def test_bert_pairs_masks_and_sparse_logits_are_unchanged():
         0.0, 0.0733397, 0.0065017, -0.1581300,  # the first masked position's first four logits
         0.0235818, 0.0194897, 0.0461181, 0.1767390,  # the last masked position's last four
         -0.0441278, -0.4199784, 0.4641062,  # the NSP logits' column sums and absolute sum
-    ]
+    ]  # fmt: skip
     torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=1e-4, atol=1e-5)
 
 
