@@ -238,20 +238,14 @@ def load_pretraining_model(cfg: ModelConfig, vocab_size: int, seed: int, nsp: bo
                 f"model {cfg.base!r}: transformers has no masked-LM class for {model_type!r}, so it cannot be "
                 "pretrained with MLM; use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)"
             ) from None
+    tied = _TiedHeadNotice()
     hf_logger = logging.getLogger("transformers.modeling_utils")  # this module's records only, not global
-    # Even where transformers was silenced (set_verbosity_error, as serving does) the tie warning must
-    # reach the filter, or our line goes unsaid: the logger lets warnings through for the load, and the
-    # filter drops every other record the level in force would have dropped.
-    tied = _TiedHeadNotice(hf_logger.getEffectiveLevel())
-    level = hf_logger.level
     hf_logger.addFilter(tied)
-    hf_logger.setLevel(min(hf_logger.getEffectiveLevel(), logging.WARNING))
     try:
         model, info = cls.from_pretrained(
             path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
         )
     finally:
-        hf_logger.setLevel(level)
         hf_logger.removeFilter(tied)
     for source, target in tied.pairs:
         print(
@@ -269,15 +263,14 @@ class _TiedHeadNotice(logging.Filter):
 
     PREFIX = "This checkpoint seem corrupted. The tied weights mapping"
 
-    def __init__(self, level: int = logging.NOTSET):
+    def __init__(self):
         super().__init__()
-        self.level = level  # the logger's effective level outside the load: other records below it are dropped
         self.pairs: list[tuple[str, str]] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if not message.startswith(self.PREFIX):
-            return record.levelno >= self.level
+            return True
         names = re.search(r"to tie (\S+) to (\S+),", message)
         self.pairs.append(names.groups() if names else ("?", "?"))
         return False
