@@ -319,7 +319,7 @@ def prepare_data(mirror: Path, sizes: Sizes, work: Path, out: Path) -> dict:
     """Every catalogue dataset the paper profile fine-tunes on, prepared in full in ``work`` (for the
     workload count and the contamination guard); the subsets of BC5CDR and SciCite into ``out``;
     pretraining pairs at the paper profile's pair settings; documents and texts for the serving commands."""
-    from minisci.config import MakePairsConfig, SampleCorpusConfig, load_catalog, load_section
+    from minisci.config import MakePairsConfig, SampleCorpusConfig, load_catalog, load_corpora, load_section
     from minisci.data.corpus import sample_corpus
     from minisci.data.pairs import make_pairs
     from minisci.data.prepare import prepare_dataset, write_prepared
@@ -356,8 +356,11 @@ def prepare_data(mirror: Path, sizes: Sizes, work: Path, out: Path) -> dict:
         punkt_train_chars=500_000,
         tapt_datasets=(),
     )
-    docs, _, _ = sample_corpus(mirror, prepared, tuple(sorted(p.name for p in prepared.iterdir())), corpus_cfg)
-    write_jsonl(work / "documents.jsonl", docs)
+    corpora = {  # the catalogue's corpora, read from the mirror (the check has no data/raw)
+        name: dataclasses.replace(c, path=str(Path(mirror) / "corpus" / Path(c.path).name))
+        for name, c in load_corpora(params).items()
+    }
+    sample_corpus(corpora, prepared, tuple(sorted(p.name for p in prepared.iterdir())), corpus_cfg, work)
     pair_overrides = {k: profile[f"make_pairs.{k}"] for k in PAIR_KEYS if f"make_pairs.{k}" in profile}
     pairs_cfg = dataclasses.replace(
         load_section(MakePairsConfig, "make_pairs", params),
