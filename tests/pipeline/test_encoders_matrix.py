@@ -366,7 +366,8 @@ def test_matrix(encoders, data, arch, tmp_path, capsys):
     assert row["label"] in ("background", "method", "result")
     # embeddings: contrastive fine-tuning and windowed retrieval vectors
     from minisci.config import FinetuneEmbeddingsConfig
-    from minisci.finetune.embeddings import evaluate_encoder, train_embeddings
+    from minisci.finetune.embeddings import dense_scores, dev_mrr, train_embeddings
+    from minisci.finetune.retrieval_benchmark import Split
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_embeddings"]
     cfg = from_dict(
@@ -376,7 +377,12 @@ def test_matrix(encoders, data, arch, tmp_path, capsys):
     )
     pairs = [{"anchor": t[:40], "positive": t} for t in corpus()[:12]] + [{"anchor": "x", "positive": LONG_TEXT}]
     train_embeddings(adapted, pairs[:8], cfg, tmp_path / "we")
-    assert 0.0 <= evaluate_encoder(adapted, pairs[2:], cfg)["mrr_at_10"] <= 1.0
+    rest = pairs[2:]
+    split = Split(
+        candidates=[{"id": str(i), "text": p["positive"]} for i, p in enumerate(rest)],
+        queries={"title": [(p["anchor"], i) for i, p in enumerate(rest)], "sentence": []},
+    )
+    assert 0.0 <= dev_mrr(split, dense_scores(adapted, split, cfg)) <= 1.0
 
 
 @pytest.mark.slow
