@@ -53,7 +53,15 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT_MIB = 50  # the folder; the node takes 64 MiB in all, the rest is headroom
-SOURCES = ("src", "stages", "params.yaml", "pyproject.toml", "benchmarks/gpu_check.py", "benchmarks/roofline.py")
+SOURCES = (
+    "src",
+    "stages",
+    "params.yaml",
+    "pyproject.toml",
+    "requirements.txt",
+    "benchmarks/gpu_check.py",
+    "benchmarks/roofline.py",
+)
 # What the reference node's image has (issue 51); their own dependencies count as installed too.
 NODE_PREINSTALLED = (
     "torch",

@@ -77,8 +77,11 @@ class CRF(nn.Module):
 
     @torch.no_grad()
     def decode(self, emissions: torch.Tensor) -> list[int]:
-        """Viterbi path of one sequence of word emissions [T, n]; only valid IOB2 sequences."""
-        start, trans, end = self.scores()
+        """Viterbi path of one sequence of word emissions [T, n]; only valid IOB2 sequences. Runs on
+        the CPU in fp32 wherever the model and its logits are: a word-by-word loop of [n, n] steps is
+        launch-bound on a GPU, and the logits may be bf16."""
+        start, trans, end = (x.detach().float().cpu() for x in self.scores())
+        emissions = emissions.detach().float().cpu()
         score = start + emissions[0]
         back = []
         for t in range(1, len(emissions)):
