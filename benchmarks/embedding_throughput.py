@@ -1,6 +1,6 @@
 """Embedding throughput of `minisci index` vs the naive way (one document at a time, padded to 510).
 
-Usage: python benchmarks/embedding_throughput.py [--model models/adapted] [--n 200]
+Usage: python benchmarks/embedding_throughput.py [--model models/adapted/13] [--n 200]
 
 Two workloads from the sampled corpus (data/corpus/documents.jsonl), measured in one run: --n single
 sentences (titles, queries, citation-sized texts) and --n whole documents cut to 510 word pieces
@@ -56,7 +56,7 @@ def sentence_transformer(model_dir: str, max_length: int = 512):
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="models/adapted")
+    p.add_argument("--model", default="models/adapted/13")
     p.add_argument("--docs", default="data/corpus/documents.jsonl")
     p.add_argument("--n", type=positive_int, default=200)
     p.add_argument("--batch-size", type=positive_int, default=32)

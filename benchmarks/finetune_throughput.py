@@ -1,7 +1,7 @@
 """Fine-tuning throughput of minisci's training path vs the stock Trainer, and the bf16 speed-up.
 
 Usage: python benchmarks/finetune_throughput.py [--task ner|cite] [--data data/prepared/bc5cdr]
-           [--model models/adapted] [--steps 100 | --epochs E] [--seeds 0 1 2] [--eval-every N [--target S]]
+           [--model models/adapted/13] [--steps 100 | --epochs E] [--seeds 0 1 2] [--eval-every N [--target S]]
            [--precision fp32|bf16 [--emulated-bf16] | --attention-dropout-off | --random-batches | --shuffled-groups]
 
 ``--task ner`` (default): BC5CDR NER with the finetune_ner hyperparameters; ``--task cite``: SciCite
@@ -340,7 +340,7 @@ def main(argv=None) -> None:
         help="ner: BC5CDR; cite: SciCite citation intent",
     )
     p.add_argument("--data", help="a prepared dataset of the task (prepare_data); default: BC5CDR or SciCite")
-    p.add_argument("--model", default="models/adapted", help="encoder directory")
+    p.add_argument("--model", default="models/adapted/13", help="encoder directory")
     p.add_argument("--params", default="params.yaml", help="the task's hyperparameters are read from here")
     length = p.add_mutually_exclusive_group()
     length.add_argument(

@@ -464,6 +464,7 @@ def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
     params["pretrain"].update(
         max_steps=sizes.pretrain_steps, save_steps=10**6, logging_steps=max(1, sizes.pretrain_steps // 4)
     )
+    params["pretrain"]["seeds"] = params["pretrain"]["seeds"][:1]  # one pretraining run, as one seed per task
     for name, section in DATASETS.items():
         params[section].update(datasets=[name], seeds=[13], max_train_examples=0, max_eval_examples=0)
         if sizes.epochs is not None:
@@ -665,7 +666,7 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict) -> dict:
         return profile.get(key, base[section][field])
 
     pretrain_tokens = p("make_pairs.n_pairs") * p("pretrain.epochs") * load["pretrain_pieces_per_pair"]
-    parts = {"pretrain": pretrain_tokens / pre["tokens_per_second"]}
+    parts = {"pretrain": len(p("pretrain.seeds")) * pretrain_tokens / pre["tokens_per_second"]}  # one run per seed
     for name, counts in load["datasets"].items():
         section = counts["section"]
         runs = 2 * len(p(f"{section}.seeds"))

@@ -12,9 +12,10 @@ import dataclasses
 import sys
 
 from minisci.cards import write_model_card
-from minisci.config import ModelConfig, PretrainConfig, load_section
+from minisci.config import ModelConfig, load_section
 from minisci.io import atomic_path
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
+from minisci.pretrain.seeds import load_seed_design
 from minisci.stage import description, run_stage
 from minisci.training import quiet_load_reports
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     model_cfg = load_section(ModelConfig, "model", args.params)
-    seed = load_section(PretrainConfig, "pretrain", args.params).seed  # same init as the pretrain stage
+    seed = load_seed_design(args.params).first  # the heads start as those of pretrain@<first seed>
     quiet_load_reports()  # no LOAD REPORT table or weight bars in a log file
     tokenizer = load_tokenizer(model_cfg)
     model, random_heads = load_pretraining_model(model_cfg, len(tokenizer), seed)  # any masked-LM encoder

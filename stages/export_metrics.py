@@ -18,6 +18,7 @@ from pathlib import Path
 
 from minisci.config import ExportMetricsConfig, ModelConfig, finetune_config, load_catalog, load_section
 from minisci.io import atomic_path, write_json
+from minisci.pretrain.seeds import load_seed_design
 from minisci.report.export import (
     charts,
     collect,
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     runs = {k.name: load_section(finetune_config(k), k.stage, args.params).datasets for k in registry.KINDS.values()}
     base = load_section(ModelConfig, "model", args.params).base
     catalog = load_catalog(args.params)
-    data = collect(Path(args.metrics_dir), Path(args.models_dir), cfg, runs, catalog, Path(args.data_dir), base)
+    seeds = load_seed_design(args.params).seeds
+    data = collect(Path(args.metrics_dir), Path(args.models_dir), cfg, runs, catalog, Path(args.data_dir), base, seeds)
     with atomic_path(args.charts) as tmp:
         charts(data, Path(args.plots_dir), tmp)
     with atomic_path(args.report) as tmp:

@@ -23,6 +23,7 @@ from minisci.config import FinetuneClassificationConfig, load_section
 from minisci.data.readers import load_prepared
 from minisci.finetune.classification import run_finetune_classification
 from minisci.finetune.common import publish, stage_arguments
+from minisci.pretrain.seeds import load_seed_design
 from minisci.stage import description, run_stage
 
 CURVES = ("loss", "learning_rate", "dev_macro_f1", "dev_accuracy")
@@ -31,17 +32,17 @@ CURVES = ("loss", "learning_rate", "dev_macro_f1", "dev_accuracy")
 def main(argv: list[str] | None = None) -> None:
     args = stage_arguments(description(__doc__)).parse_args(argv)
     cfg = load_section(FinetuneClassificationConfig, "finetune_classification", args.params)
-    result = run_finetune_classification(args.data, args.model, cfg, args.checkpoints)
+    result = run_finetune_classification(args.data, args.model, cfg, args.checkpoints, load_seed_design(args.params))
     m = result.metrics
     subset = m.get("eval_subsets", {}).get("test")  # max_eval_examples scored a subset of test
     example = example_text([e.text for e in load_prepared(args.data, "classification", ("test",)).splits["test"]])
     card = dict(
-        title=f"minisci text classification: {m['dataset']} ({args.model})",
-        summary=f"Sequence classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch "
+        title=f"minisci text classification: {m['dataset']} ({result.encoder})",
+        summary=f"Sequence classification ({', '.join(m['labels'])}) fine-tuned from `{result.encoder}`; epoch "
         f"{m['best_epoch']} chosen on dev macro-F1, test scored once"
         + (f" (on a seeded subset of {subset['examples']} of {subset['of']} test examples)" if subset else "")
         + ". `test_predictions.jsonl` holds the test predictions.",
-        base=args.model,
+        base=str(result.encoder),
         data=f"{m['dataset']} train (dev for model selection), prepared in {args.data}",
         params={"finetune_classification": dataclasses.asdict(cfg)},
         metrics={

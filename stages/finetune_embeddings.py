@@ -4,7 +4,7 @@ the pool; a retrieval benchmark (title and sentence queries among thousands of d
 verdicts against the base model as shipped and BM25. Saves the encoder that is better on dev.
 
 Usage: python stages/finetune_embeddings.py --data data/raw --docs data/corpus/documents.jsonl \\
-           --adapted models/adapted --baseline models/baseline --out models/embeddings \\
+           --adapted models/adapted/13 --baseline models/baseline --out models/embeddings \\
            --metrics metrics/finetune_embeddings.json --plots plots/finetune_embeddings \\
            --checkpoints models/finetune_checkpoints/embeddings
 

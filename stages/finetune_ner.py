@@ -19,6 +19,7 @@ from minisci.cards import eval_result, example_sentence, ner_usage
 from minisci.config import FinetuneNerConfig, load_section
 from minisci.finetune.common import publish, stage_arguments
 from minisci.finetune.ner import run_finetune_ner
+from minisci.pretrain.seeds import load_seed_design
 from minisci.stage import description, run_stage
 
 CURVES = ("loss", "learning_rate", "dev_f1", "dev_precision", "dev_recall")
@@ -27,16 +28,16 @@ CURVES = ("loss", "learning_rate", "dev_f1", "dev_precision", "dev_recall")
 def main(argv: list[str] | None = None) -> None:
     args = stage_arguments(description(__doc__)).parse_args(argv)
     cfg = load_section(FinetuneNerConfig, "finetune_ner", args.params)
-    result = run_finetune_ner(args.data, args.model, cfg, args.checkpoints)
+    result = run_finetune_ner(args.data, args.model, cfg, args.checkpoints, load_seed_design(args.params))
     m = result.metrics
     subset = m.get("eval_subsets", {}).get("test")  # max_eval_examples scored a subset of test
     card = dict(
-        title=f"minisci NER: {m['dataset']} ({args.model})",
-        summary=f"Token classification ({', '.join(m['labels'])}) fine-tuned from `{args.model}`; epoch {m['best_epoch']} "
+        title=f"minisci NER: {m['dataset']} ({result.encoder})",
+        summary=f"Token classification ({', '.join(m['labels'])}) fine-tuned from `{result.encoder}`; epoch {m['best_epoch']} "
         "chosen on dev, test scored once (seqeval, strict IOB2"
         + (f", on a seeded subset of {subset['examples']} of {subset['of']} test sentences" if subset else "")
         + "). `test_predictions.jsonl` holds the test predictions.",
-        base=args.model,
+        base=str(result.encoder),
         data=f"{m['dataset']} train (dev for model selection), prepared in {args.data}",
         params={"finetune_ner": dataclasses.asdict(cfg)},
         metrics={

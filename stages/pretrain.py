@@ -1,11 +1,12 @@
-"""Stage pretrain: continued MLM (+ NSP for BERT) pretraining of the base encoder -> models/adapted.
+"""Stage pretrain@<seed>: continued MLM (+ NSP for BERT) pretraining of the base encoder with one
+pretraining seed of params.yaml ``pretrain.seeds`` -> models/adapted/<seed>.
 
-Usage: python stages/pretrain.py --pairs data/pairs --out models/adapted \\
-           --checkpoints models/pretrain_checkpoints --metrics metrics/pretrain.json --plots plots/pretrain
+Usage: python stages/pretrain.py --seed 13 --pairs data/pairs --out models/adapted/13 \\
+           --checkpoints models/pretrain_checkpoints/13 --metrics metrics/pretrain/13.json --plots plots/pretrain/13
 
 Resumes from the newest complete checkpoint of the same configuration in --checkpoints (kept
 across runs, outside DVC's outputs); a checkpoint at the final step gives the model without further
-training, so a forced rerun is the same run. Force a fresh start with ``rm -rf models/pretrain_checkpoints``.
+training, so a forced rerun is the same run. Force a fresh start with ``rm -rf models/pretrain_checkpoints/<seed>``.
 Runs unchanged under ``torchrun --nproc_per_node N stages/pretrain.py ...`` (DDP).
 """
 
@@ -16,8 +17,9 @@ import dataclasses
 import sys
 
 from minisci.cards import eval_result, write_model_card
-from minisci.config import ModelConfig, PretrainConfig, load_section
+from minisci.config import ModelConfig, load_section
 from minisci.io import atomic_path, write_json
+from minisci.pretrain.seeds import load_pretrain
 from minisci.pretrain.trainer import CURVE_KEYS, run_pretraining
 from minisci.stage import description, run_stage
 from minisci.training import write_curves
@@ -25,6 +27,7 @@ from minisci.training import write_curves
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=description(__doc__))
+    p.add_argument("--seed", type=int, help="one of pretrain.seeds (default: the first)")
     p.add_argument("--pairs", required=True, help="directory with train.jsonl and heldout.jsonl")
     p.add_argument("--out", required=True, help="adapted model directory (Hugging Face format)")
     p.add_argument("--checkpoints", required=True, help="checkpoint directory kept across runs for resume")
@@ -34,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     model_cfg = load_section(ModelConfig, "model", args.params)
-    cfg = load_section(PretrainConfig, "pretrain", args.params)
+    cfg, design = load_pretrain(args.params, args.seed)
     result = run_pretraining(args.pairs, model_cfg, cfg, args.checkpoints)
     if not result.is_main_process:
         return
@@ -49,7 +52,9 @@ def main(argv: list[str] | None = None) -> None:
             out,
             title="minisci adapted encoder",
             summary=f"{kind} encoder after continued {objective} pretraining on a biomedical/general science "
-            f"corpus (Mini-SciBERT recipe). Heads included ({saved_as}).",
+            f"corpus (Mini-SciBERT recipe), pretraining seed {cfg.seed} of {list(design.seeds)}"
+            + (" (the first: the adapted encoder minisci serves)" if cfg.seed == design.first else "")
+            + f". Heads included ({saved_as}).",
             base=model_cfg.base,
             data=f"{result.metrics['train']['pairs']} sentence pairs from {args.pairs}",
             params={"model": dataclasses.asdict(model_cfg), "pretrain": dataclasses.asdict(cfg)},
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     m = result.metrics
     nsp = m["after"]["nsp_accuracy"] is not None
     print(
-        f"pretrain: {m['train']['steps']} steps, {m['train']['tokens_seen']:,} tokens, "
+        f"pretrain (seed {cfg.seed}): {m['train']['steps']} steps, {m['train']['tokens_seen']:,} tokens, "
         f"MLM accuracy {m['before']['mlm_accuracy']:.3f} -> {m['after']['mlm_accuracy']:.3f}"
         + (f", NSP accuracy {m['before']['nsp_accuracy']:.3f} -> {m['after']['nsp_accuracy']:.3f}" if nsp else "")
     )

@@ -41,6 +41,7 @@ TINY_OVERRIDES = {
         "logging_steps": 2,
         "save_steps": 4,
         "vocab_extension": 0,  # the vocabulary-extension tests set it themselves
+        "seeds": [13],  # one pretraining seed; tests/pipeline/test_e2e.py runs several
     },
     "sample_corpus": {
         "n_docs": 30,

@@ -19,6 +19,7 @@ from minisci.data.readers import load_prepared
 from minisci.io import atomic_path
 from minisci.metrics.classification_f1 import classification_scores
 from minisci.metrics.ner_f1 import ner_scores
+from minisci.pretrain.seeds import SEED_KEYS
 from minisci.report import export
 from minisci.tasks.ner import NER
 
@@ -84,7 +85,10 @@ def write_pairs(root, n_train=160, n_held=32, seed=0):
 
 def configs(**pretrain):
     p = tiny_params({"pretrain": pretrain})
-    return from_dict(ModelConfig, p["model"], "model"), from_dict(PretrainConfig, p["pretrain"], "pretrain")
+    run = {k: v for k, v in p["pretrain"].items() if k not in SEED_KEYS} | {
+        "seed": p["pretrain"].get("seed", p["pretrain"]["seeds"][0])
+    }
+    return from_dict(ModelConfig, p["model"], "model"), from_dict(PretrainConfig, run, "pretrain")
 
 
 def stage_cmd(tmp_path, params_path, ckpt="ckpt", out="adapted"):
@@ -254,9 +258,10 @@ def synthetic_run(root: Path, ner_name: str = "toyner", cls_name: str = "toycls"
     )
     # 3. the other stages' metrics the report shows
     _write(
-        metrics / "pretrain.json",
+        metrics / "pretrain" / "13.json",
         json.dumps(
             {
+                "seed": 13,
                 "before": {"mlm_accuracy": 0.1, "perplexity": 100.0, "nsp_accuracy": 0.5},
                 "after": {"mlm_accuracy": 0.2, "perplexity": 50.0, "nsp_accuracy": 0.6},
                 "train": {"steps": 10, "tokens_seen": 1000, "tokens_per_second": 100.0},
@@ -267,7 +272,7 @@ def synthetic_run(root: Path, ner_name: str = "toyner", cls_name: str = "toycls"
     for name in ("sample_corpus", "make_pairs"):
         _write(metrics / f"{name}.json", json.dumps({"wall_seconds": 1.0}))
     _write(metrics / "finetune_embeddings.json", json.dumps(synthetic_embeddings_metrics()))
-    _write(plots / "pretrain/curves/loss.tsv", "step\tloss\n1\t9.0\n2\t8.0\n")
+    _write(plots / "pretrain/13/curves/loss.tsv", "step\tloss\n1\t9.0\n2\t8.0\n")
     runs = {"ner": [ner_name], "classification": [cls_name]}
     return export.collect(metrics, models, CFG, runs, {}, prepared, "my-org/my-encoder")
 

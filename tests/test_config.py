@@ -16,16 +16,27 @@ from minisci.config import (
     load_section,
 )
 from minisci.errors import ConfigError
+from minisci.pretrain.seeds import load_pretrain, pretrain_seeds, run_section
 
 SECTIONS = {
     "fetch_data": FetchDataConfig,
     "sample_corpus": SampleCorpusConfig,
     "make_pairs": MakePairsConfig,
     "model": ModelConfig,
-    "pretrain": PretrainConfig,
     "finetune_ner": config.FinetuneNerConfig,
     "finetune_classification": config.FinetuneClassificationConfig,
 }
+
+
+def test_the_pretrain_section_is_one_config_per_seed():
+    """``pretrain.seeds`` lists the runs; each run's config holds its own seed only (adding a seed
+    changes no other seed's run); a seed not in the list is refused in one line."""
+    first, design = load_pretrain(REPO / "params.yaml")
+    assert design.seeds == (13, 14, 15) and design.design == "paired" and first.seed == 13
+    second, _ = load_pretrain(REPO / "params.yaml", 14)
+    assert dataclasses.replace(second, seed=13) == first
+    with pytest.raises(ConfigError, match=r"--seed 99 is not one of .*params.yaml's pretrain.seeds \[13, 14, 15\]"):
+        load_pretrain(REPO / "params.yaml", 99)
 
 
 @pytest.mark.parametrize("section, cls", SECTIONS.items())
@@ -53,7 +64,7 @@ def test_model_section_checks():
         from_dict(ModelConfig, {"base": "scratch", "tokenizer": "x"}, "model")
     with pytest.raises(ConfigError, match=r"model.scratch_config: expected a mapping"):
         from_dict(ModelConfig, {"base": "scratch", "tokenizer": "x", "scratch_config": [1]}, "model")
-    good = load_params(REPO / "params.yaml")["pretrain"]
+    good = run_section(load_params(REPO / "params.yaml")["pretrain"])
     with pytest.raises(ConfigError, match="precision must be one of"):
         from_dict(PretrainConfig, {**good, "precision": "fp8"}, "pretrain")
 
@@ -137,7 +148,10 @@ def test_profiles_name_real_keys_and_validate(name):
         "export_metrics": c.ExportMetricsConfig,
     }
     for section, cls in classes.items():
-        from_dict(cls, params[section], section)
+        from_dict(cls, run_section(params[section]) if section == "pretrain" else params[section], section)
+    design = pretrain_seeds(params["pretrain"])  # the profile's fine-tuning seeds fit its pretraining seeds
+    for section in ("finetune_ner", "finetune_classification"):
+        design.runs(params[section]["seeds"])
 
 
 def test_unknown_profile():

@@ -9,6 +9,7 @@ from conftest import REPO, TINY_MODEL
 
 from minisci.config import FetchDataConfig, ModelConfig, PretrainConfig, from_dict, load_params, load_section
 from minisci.errors import ConfigError
+from minisci.pretrain.seeds import load_pretrain, run_section
 from minisci.stage import run_stage
 
 BAD_FILES = [
@@ -51,7 +52,7 @@ def test_params_file_missing_or_a_directory(tmp_path):
 
 
 def _pretrain(**changes) -> dict:
-    return {**load_params(REPO / "params.yaml")["pretrain"], **changes}
+    return {**run_section(load_params(REPO / "params.yaml")["pretrain"]), **changes}
 
 
 @pytest.mark.parametrize(
@@ -75,7 +76,7 @@ def test_exponent_without_a_dot_is_a_float(tmp_path):
     text = (REPO / "params.yaml").read_text().replace("learning_rate: ", "learning_rate: 3e-4 #", 1)
     (tmp_path / "params.yaml").write_text(text)
     assert load_params(tmp_path / "params.yaml")["pretrain"]["learning_rate"] == "3e-4"
-    assert load_section(PretrainConfig, "pretrain", tmp_path / "params.yaml").learning_rate == 3e-4
+    assert load_pretrain(tmp_path / "params.yaml")[0].learning_rate == 3e-4
 
 
 @pytest.mark.parametrize(

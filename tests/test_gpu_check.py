@@ -89,11 +89,13 @@ def test_bf16_carry_halves_the_weights_and_upcasts_exactly(gc, tmp_path):
 
 
 def test_check_params_are_the_paper_profile_with_the_checks_own(gc, tmp_path):
-    from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, PretrainConfig, load_section
+    from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, load_section
+    from minisci.pretrain.seeds import load_pretrain
 
     path = gc.check_params(REPO, tmp_path / "model", gc.FULL, tmp_path)
     profile = gc.paper_profile()
-    pre = load_section(PretrainConfig, "pretrain", path)  # strict: every key known and valid
+    pre, design = load_pretrain(path)  # strict: every key known and valid
+    assert design.seeds == (13,)  # one pretraining run
     ner = load_section(FinetuneNerConfig, "finetune_ner", path)
     cls = load_section(FinetuneClassificationConfig, "finetune_classification", path)
     assert pre.batch_size == profile["pretrain.batch_size"] and pre.max_steps == gc.FULL.pretrain_steps
@@ -118,7 +120,8 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     out = gc.estimate(REPO, load, {"tokens_per_second": 1e6}, {"finetune_ner": {"tokens_per_second": 100.0}})
     profile = gc.paper_profile()
     pairs, epochs = profile["make_pairs.n_pairs"], profile["pretrain.epochs"]
-    assert out["seconds_by_stage"]["pretrain"] == round(pairs * epochs * 200 / 1e6, 1)
+    runs = len(yaml.safe_load((REPO / "params.yaml").read_text())["pretrain"]["seeds"])  # one per seed
+    assert out["seconds_by_stage"]["pretrain"] == round(runs * pairs * epochs * 200 / 1e6, 1)
     runs = 2 * len(profile["finetune_ner.seeds"])
     assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == runs * 1000 * profile["finetune_ner.epochs"] / 100
     parts = out["seconds_by_stage"].values()  # each rounded to 0.1 s, the total from the unrounded parts

@@ -22,11 +22,13 @@ from minisci.tasks import registry
 # 1. the design ---------------------------------------------------------------------------------------------
 
 
-def test_todays_params_mean_one_pretraining_seed():
+def test_the_default_is_three_pretraining_seeds_paired_and_a_lone_seed_means_one():
     section = yaml.safe_load((REPO / "params.yaml").read_text())["pretrain"]
     design = pretrain_seeds(section)
-    assert design == PretrainSeeds((section["seed"],), "paired") and design.first == section["seed"]
-    assert design.runs([13, 14, 15]) == [(section["seed"], s) for s in (13, 14, 15)]
+    assert design == PretrainSeeds((13, 14, 15), "paired") and design.first == 13
+    assert design.runs([13, 14, 15]) == [(13, 13), (14, 14), (15, 15)]
+    lone = pretrain_seeds({"seed": 7})  # a params file from before pretraining seeds: that one seed
+    assert lone == PretrainSeeds((7,), "paired") and lone.runs([13, 14, 15]) == [(7, 13), (7, 14), (7, 15)]
 
 
 def test_paired_and_cross_runs():

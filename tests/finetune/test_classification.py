@@ -61,3 +61,27 @@ def test_seed_predictions_are_kept_for_the_seed_aware_bootstrap(tmp_path, tiny_m
     r = run_finetune_classification(data, tiny_model_dir, cfg(epochs=1.0, seeds=[3, 4]), tmp_path / "work")
     assert set(r.test_predictions[0]["preds"]) == {"3", "4"}
     assert r.metrics["train_duplicate_rows"] == 0 and "test_texts_in_train" in r.metrics
+
+
+def test_a_folder_of_encoders_runs_fine_tuning_seed_i_on_pretraining_seed_i(tmp_path, tiny_model_dir):
+    """``models/adapted`` with one encoder per pretraining seed: the paired plan, each run's
+    pretraining seed in the metrics, the saved model from the first encoder; a folder that does not
+    hold exactly the declared seeds, and the cross design, are refused in one line."""
+    import shutil
+
+    from minisci.errors import MinisciError
+    from minisci.pretrain.seeds import PretrainSeeds
+
+    data = prepare(learnable_scicite_files(tmp_path / "raw", n=30), "scicite", tmp_path / "prepared")
+    adapted = tmp_path / "adapted"
+    for seed in (13, 14):
+        shutil.copytree(tiny_model_dir, adapted / str(seed))
+    r = run_finetune_classification(
+        data, adapted, cfg(epochs=1.0, seeds=[3, 4]), tmp_path / "work", PretrainSeeds((13, 14))
+    )
+    assert {s: m["pretrain_seed"] for s, m in r.metrics["per_seed"].items()} == {"3": 13, "4": 14}
+    assert r.encoder == adapted / "13"
+    with pytest.raises(MinisciError, match=r"adapted: expected one encoder folder per pretraining seed \[13, 14, 15\]"):
+        run_finetune_classification(data, adapted, cfg(seeds=[3, 4, 5]), tmp_path / "w2", PretrainSeeds((13, 14, 15)))
+    with pytest.raises(MinisciError, match="the fine-tuning stages run paired, not cross"):
+        run_finetune_classification(data, adapted, cfg(), tmp_path / "w3", PretrainSeeds((13, 14), "cross"))

@@ -92,7 +92,7 @@ def test_replacing_the_base_weights_makes_what_reads_them_stale(tiny_model_dir, 
     assert status(proj, "base_model")["base_model"] == [
         {"changed deps": {"data/fingerprints/model_base.json": "modified"}}
     ]
-    pretrain_deps = status(proj, "pretrain")["pretrain"][0]["changed deps"]
+    pretrain_deps = status(proj, "pretrain")["pretrain@13"][0]["changed deps"]
     assert pretrain_deps["data/fingerprints/model_base.json"] == "modified"
 
 
@@ -118,8 +118,8 @@ def test_an_unknown_dataset_in_a_fine_tuning_list_fails_in_one_line_before_any_s
 TIMED = {
     "metrics/sample_corpus.json",
     "metrics/make_pairs.json",
-    "metrics/pretrain.json",
-    "plots/pretrain/curves",
+    "metrics/pretrain/13.json",
+    "plots/pretrain/13/curves",
     "metrics/finetune_ner/bc5cdr/baseline.json",
     "metrics/finetune_ner/bc5cdr/adapted.json",
     "metrics/finetune_classification/scicite/baseline.json",

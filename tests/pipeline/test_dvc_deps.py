@@ -60,26 +60,39 @@ def test_fingerprint_stage_runs_first_and_always():
         assert "data/fingerprints/model_base.json" in deps(STAGES[name])
 
 
-# Keys that only shape a stage's matrix (which datasets run), not what any one stage instance computes.
-MATRIX_KEYS = {"finetune_ner": {"datasets"}, "finetune_classification": {"datasets"}}
+# Keys that only shape a stage's matrix or foreach (which datasets or seeds run), not what any one
+# stage instance computes; and the keys of other sections a stage reads besides its own.
+MATRIX_KEYS = {
+    "finetune_ner": {"datasets"},
+    "finetune_classification": {"datasets"},
+    "pretrain": {"seeds", "seed_design"},
+}
+OTHER_KEYS = {
+    "finetune_ner": {"pretrain.seeds", "pretrain.seed_design"},  # the adapted arm's plan over the encoders
+    "finetune_classification": {"pretrain.seeds", "pretrain.seed_design"},
+    "pretrain": {"model"},
+}
 SECTION_CLASSES = {
     "finetune_ner": config.FinetuneNerConfig,
     "finetune_classification": config.FinetuneClassificationConfig,
+    "pretrain": config.PretrainConfig,
 }
 
 
 @pytest.mark.parametrize("name", sorted(MATRIX_KEYS))
 def test_matrix_stage_depends_on_every_key_of_its_section_but_the_matrix_keys(name):
     """A fine-tuning stage lists its section key by key, so adding a dataset to the list does not
-    rerun the other datasets' stages; a new knob of the section (in params.yaml or the config class)
-    must be listed too, or this fails."""
+    rerun the other datasets' stages, and a pretraining stage likewise for the seeds (adding a seed
+    reruns no other seed); a new knob of the section (in params.yaml or the config class) must be
+    listed too, or this fails. (``seed``, one run's seed, comes from the foreach, not from params.)"""
     import dataclasses
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    section = set(params[name]) | {f.name for f in dataclasses.fields(SECTION_CLASSES[name])}
+    fields = {f.name for f in dataclasses.fields(SECTION_CLASSES[name])} - {"seed"}
+    section = set(params[name]) | fields
     listed = set(STAGES[name]["params"])
-    assert name not in listed, "the whole section: a new dataset would rerun every dataset's stages"
-    assert listed == {f"{name}.{k}" for k in section - MATRIX_KEYS[name]}
+    assert name not in listed, "the whole section: a new dataset or seed would rerun every one's stages"
+    assert listed == {f"{name}.{k}" for k in section - MATRIX_KEYS[name]} | OTHER_KEYS[name]
 
 
 def test_closure_follows_imports_inside_functions_and_submodules(tmp_path):

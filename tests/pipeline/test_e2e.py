@@ -46,17 +46,49 @@ def test_failing_stage_exits_nonzero_without_outputs(tmp_path):
 def test_dvc_repro_pretrain_tiny_model(tmp_path):
     proj = make_project(tmp_path / "proj")
     out = run(["dvc", "repro", "pretrain"], proj).stdout
-    assert "Running stage 'pretrain'" in out
-    m = json.loads((proj / "metrics/pretrain.json").read_text())
-    assert m["train"]["steps"] == 12 and m["after"]["pairs"] == 12
-    assert (proj / "models/adapted/model.safetensors").is_file()
-    assert (proj / "plots/pretrain/curves/loss.tsv").is_file()
+    assert "Running stage 'pretrain@13'" in out
+    m = json.loads((proj / "metrics/pretrain/13.json").read_text())
+    assert m["seed"] == 13 and m["train"]["steps"] == 12 and m["after"]["pairs"] == 12
+    assert (proj / "models/adapted/13/model.safetensors").is_file()
+    assert (proj / "plots/pretrain/13/curves/loss.tsv").is_file()
     assert "up to date" in run(["dvc", "status", "pretrain"], proj).stdout
     # The persist checkpoint directory survives, and a re-run of a finished run does nothing.
-    assert any((proj / "models/pretrain_checkpoints").glob("checkpoint-*"))
-    assert "Running stage 'pretrain'" not in run(["dvc", "repro", "pretrain"], proj).stdout
+    assert any((proj / "models/pretrain_checkpoints/13").glob("checkpoint-*"))
+    assert "Running stage 'pretrain@13'" not in run(["dvc", "repro", "pretrain"], proj).stdout
     shown = run(["dvc", "plots", "show", "--json"], proj).stdout
     assert "loss.tsv" in shown
+
+
+@pytest.mark.slow
+def test_pretraining_seeds_one_stage_each_and_the_adapted_arm_paired(tmp_path):
+    """pretrain.seeds [13, 14]: stages pretrain@13 and pretrain@14, one encoder each in
+    models/adapted/<seed>; the adapted arm runs fine-tuning seed i on pretraining seed i and records
+    it; a third seed runs only its own pretraining (the others stay cached), and the fine-tuning
+    seeds must then be a multiple of three: a one-line refusal naming the option."""
+    proj = make_project(tmp_path / "proj")
+    params = proj / "params.yaml"
+    p = yaml.safe_load(params.read_text())
+    p["pretrain"]["seeds"] = [13, 14]
+    p["finetune_classification"]["seeds"] = [13, 14]
+    params.write_text(yaml.safe_dump(p, sort_keys=False))
+    out = run(["dvc", "repro", "finetune_classification@scicite-adapted"], proj).stdout
+    assert "Running stage 'pretrain@13'" in out and "Running stage 'pretrain@14'" in out
+    encoders = {s: (proj / f"models/adapted/{s}/model.safetensors").read_bytes() for s in (13, 14)}
+    assert encoders[13] != encoders[14]  # each seed its own masking, head initialisation and order
+    m = json.loads((proj / "metrics/finetune_classification/scicite/adapted.json").read_text())
+    assert {s: r["pretrain_seed"] for s, r in m["per_seed"].items()} == {"13": 13, "14": 14}
+    card = (proj / "models/finetune_classification/scicite/adapted/README.md").read_text()
+    assert "models/adapted/13" in card  # the saved model is the first seed's, from the first encoder
+
+    p["pretrain"]["seeds"] = [13, 14, 15]
+    params.write_text(yaml.safe_dump(p, sort_keys=False))
+    out = run(["dvc", "repro", "pretrain"], proj).stdout
+    ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]
+    assert ran == ["code_fingerprint", "pretrain@15"]
+    res = run(["dvc", "repro", "finetune_classification@scicite-adapted"], proj, check=False)
+    assert res.returncode != 0
+    assert "needs a multiple of 3 fine-tuning seeds" in res.stderr + res.stdout
+    assert "Traceback" not in res.stderr + res.stdout
 
 
 def stale_stages(proj):
@@ -94,7 +126,7 @@ def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tiny_repro, tmp_pat
     assert stale_stages(proj) == ["finetune_classification@scicite-adapted", "finetune_classification@scicite-baseline"]
     # A pretraining change reruns only pretraining and what uses the adapted model, never a baseline.
     params.write_text(original.replace("head_warmup_steps: 2", "head_warmup_steps: 3"))
-    assert stale_stages(proj) == ["pretrain"]
+    assert stale_stages(proj) == ["pretrain@13"]
     rerun = run(["dvc", "repro"], proj).stdout
     ran = sorted(line.split("'")[1] for line in rerun.splitlines() if line.startswith("Running stage"))
     assert ran == [
@@ -103,7 +135,7 @@ def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tiny_repro, tmp_pat
         "finetune_classification@scicite-adapted",
         "finetune_embeddings",
         "finetune_ner@bc5cdr-adapted",
-        "pretrain",
+        "pretrain@13",
     ]
     again = run(["dvc", "repro"], proj).stdout  # nothing changed: nothing runs but the code fingerprints
     assert [line for line in again.splitlines() if line.startswith("Running")] == ["Running stage 'code_fingerprint':"]

@@ -92,7 +92,7 @@ def test_push_and_pull_through_a_local_remote(project, tmp_path):
     shutil.rmtree(project / "models" / "adapted")
     shutil.rmtree(project / ".dvc" / "cache")
     run(["dvc", "pull"], project)
-    assert (project / "models/adapted/model.safetensors").is_file()
+    assert (project / "models/adapted/13/model.safetensors").is_file()
     assert json.loads(run(["dvc", "status", "--json"], project).stdout) == {"code_fingerprint": ["always changed"]}
 
 

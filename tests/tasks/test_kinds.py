@@ -164,7 +164,7 @@ def test_a_third_kind_flows_through_export_and_studies_unchanged(toy_kind, tmp_p
         )
     pretrain = {w: {"mlm_accuracy": 0.1, "perplexity": 9.0, "nsp_accuracy": 0.5} for w in ("before", "after")}
     _write(
-        metrics / "pretrain.json",
+        metrics / "pretrain" / "13.json",
         json.dumps({**pretrain, "train": {"steps": 1, "tokens_seen": 9, "tokens_per_second": 1}}),
     )
     for name in ("sample_corpus", "make_pairs"):

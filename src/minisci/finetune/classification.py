@@ -16,6 +16,7 @@ from minisci.config import FinetuneClassificationConfig
 from minisci.data.readers import load_prepared
 from minisci.finetune.common import FinetuneResult, run_seeds
 from minisci.metrics import classification_f1  # noqa: F401  (see below)
+from minisci.pretrain.seeds import PretrainSeeds
 from minisci.tasks.classification import CLASSIFICATION
 
 # The metric module is imported here, before any seed is set, not first when dev is scored: importing
@@ -23,7 +24,14 @@ from minisci.tasks.classification import CLASSIFICATION
 
 
 def run_finetune_classification(
-    data_dir: str | Path, model_dir: str | Path, cfg: FinetuneClassificationConfig, work_dir: str | Path
+    data_dir: str | Path,
+    model_dir: str | Path,
+    cfg: FinetuneClassificationConfig,
+    work_dir: str | Path,
+    design: PretrainSeeds | None = None,
 ) -> FinetuneResult:
-    """Fine-tune on a prepared classification dataset (``prepare_data`` output) once per seed."""
-    return run_seeds(CLASSIFICATION, load_prepared(data_dir, task=CLASSIFICATION.name), model_dir, cfg, work_dir)
+    """Fine-tune on a prepared classification dataset (``prepare_data`` output) once per seed;
+    ``model_dir`` and ``design``: see :func:`~minisci.finetune.common.run_seeds`."""
+    return run_seeds(
+        CLASSIFICATION, load_prepared(data_dir, task=CLASSIFICATION.name), model_dir, cfg, work_dir, design
+    )

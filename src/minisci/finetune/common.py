@@ -27,6 +27,7 @@ from transformers import Trainer, TrainerCallback
 from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
+from minisci.pretrain.seeds import PretrainSeeds, finetune_plan
 from minisci.progress import use_stage_progress
 from minisci.tasks.kind import TaskKind
 from minisci.training import (
@@ -304,7 +305,11 @@ def stage_arguments(description: str) -> argparse.ArgumentParser:
     """The command line both fine-tuning stages share: every path they touch."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--data", required=True, help="a prepared dataset (output of prepare_data)")
-    p.add_argument("--model", required=True, help="encoder directory (models/baseline or models/adapted)")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="an encoder directory (models/baseline), or a folder of one per pretraining seed (models/adapted)",
+    )
     p.add_argument("--out", required=True, help="directory: the fine-tuned model, test predictions, model card")
     p.add_argument("--metrics", required=True, help="JSON metrics file")
     p.add_argument("--plots", required=True, help="directory: training curves (DVCLive) and other plot data")
@@ -428,23 +433,45 @@ def train_one_seed(kind: TaskKind, model_dir: Path, tokenizer, data, cfg, seed: 
 
 @dataclasses.dataclass
 class FinetuneResult:
-    """The first seed's model and predictions (what the stage saves), metrics over all seeds."""
+    """The first seed's model and predictions (what the stage saves), metrics over all seeds;
+    ``encoder``: the folder the first seed was fine-tuned from."""
 
     model: object
     tokenizer: object
     metrics: dict
     test_predictions: list[dict]
     log_history: list[dict]
+    encoder: Path
 
 
-def run_seeds(kind: TaskKind, data, model_dir: str | Path, cfg, work_dir: str | Path) -> FinetuneResult:
+def run_seeds(
+    kind: TaskKind, data, model_dir: str | Path, cfg, work_dir: str | Path, design: PretrainSeeds | None = None
+) -> FinetuneResult:
     """Fine-tune once per seed of ``cfg.seeds`` (each resumable in ``work_dir/seed<N>``); metrics of
     the first seed as the headline, every seed's in ``per_seed`` and ``test_over_seeds``, and every
-    seed's test predictions in the rows (``preds``) for the seed-aware bootstrap."""
+    seed's test predictions in the rows (``preds``) for the seed-aware bootstrap.
+
+    ``model_dir`` is one encoder, or a folder of one encoder per pretraining seed (``models/adapted``):
+    then ``design`` says which fine-tuning seed runs on which (:func:`minisci.pretrain.seeds.finetune_plan`),
+    and each run's pretraining seed is recorded as ``per_seed.<s>.pretrain_seed`` (``pretrain_seed``
+    with one fine-tuning seed), which the report's Multi-Bootstrap reads."""
     from transformers import AutoConfig, AutoTokenizer
 
     start = time.perf_counter()
     quiet_load_reports()
+    if design is not None and design.design != "paired":
+        raise MinisciError(
+            f"pretrain.seed_design: the fine-tuning stages run paired, not {design.design} "
+            "(cross is for studies: minisci.report.bootstrap.pretrain_components)"
+        )
+    plan = (
+        finetune_plan(model_dir, design, cfg.seeds)
+        if design is not None
+        else [(None, s, Path(model_dir)) for s in cfg.seeds]
+    )
+    encoder_of = {s: d for _, s, d in plan}
+    pretrain_of = {s: p for p, s, _ in plan if p is not None}
+    model_dir = encoder_of[cfg.seeds[0]]  # the tokenizer and config: every seed's encoder shares them
     # 1. data: the subsets are drawn once, from the first seed, so every seed (and both arms) sees the same data
     limits = {"train": cfg.max_train_examples, "dev": cfg.max_eval_examples, "test": cfg.max_eval_examples}
     splits = {sp: subsample(data.splits[sp], n, cfg.seeds[0]) for sp, n in limits.items()}
@@ -462,7 +489,7 @@ def run_seeds(kind: TaskKind, data, model_dir: str | Path, cfg, work_dir: str | 
     unk = check_unk_rate(tokenizer, training_words(data), section)
     # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
     runs = {
-        seed: train_one_seed(kind, Path(model_dir), tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
+        seed: train_one_seed(kind, encoder_of[seed], tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
         for seed in cfg.seeds
     }
     first = runs[cfg.seeds[0]]
@@ -473,6 +500,7 @@ def run_seeds(kind: TaskKind, data, model_dir: str | Path, cfg, work_dir: str | 
         "seeds": list(cfg.seeds),
         **kind.describe(data, cfg, tokenizer),
         "unk_rate": unk,
+        **({"pretrain_seed": pretrain_of[cfg.seeds[0]]} if pretrain_of and len(cfg.seeds) == 1 else {}),
         **({"eval_subsets": subsets} if subsets else {}),
         **{k: v for k, v in head.items() if k != "labels"},
     }
@@ -486,6 +514,7 @@ def run_seeds(kind: TaskKind, data, model_dir: str | Path, cfg, work_dir: str | 
                 "best_epoch": r.metrics["best_epoch"],
                 f"dev_{key}": r.metrics["dev"][key],
                 **{k: r.metrics["test"][k] for k in kind.seed_keys},
+                **({"pretrain_seed": pretrain_of[s]} if s in pretrain_of else {}),
             }
             for s, r in runs.items()
         }
@@ -497,7 +526,7 @@ def run_seeds(kind: TaskKind, data, model_dir: str | Path, cfg, work_dir: str | 
     metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
     # a forced rerun keeps the trained run's timings; the first seed's folder is cleared with its run
     metrics = keep_run_metrics(metrics, Path(work_dir) / f"seed{cfg.seeds[0]}" / RUN_METRICS)
-    return FinetuneResult(first.model, tokenizer, metrics, rows, first.log_history)
+    return FinetuneResult(first.model, tokenizer, metrics, rows, first.log_history, model_dir)
 
 
 def aggregate_seeds(per_seed: dict[int, dict], keys: tuple[str, ...]) -> dict:

@@ -15,6 +15,7 @@ from minisci.config import FinetuneNerConfig
 from minisci.data.readers import load_prepared
 from minisci.finetune.common import FinetuneResult, run_seeds
 from minisci.metrics import ner_f1  # noqa: F401  (see below)
+from minisci.pretrain.seeds import PretrainSeeds
 from minisci.tasks.ner import NER
 
 # The metric module is imported here, before any seed is set, not first when dev is scored: importing
@@ -22,7 +23,12 @@ from minisci.tasks.ner import NER
 
 
 def run_finetune_ner(
-    data_dir: str | Path, model_dir: str | Path, cfg: FinetuneNerConfig, work_dir: str | Path
+    data_dir: str | Path,
+    model_dir: str | Path,
+    cfg: FinetuneNerConfig,
+    work_dir: str | Path,
+    design: PretrainSeeds | None = None,
 ) -> FinetuneResult:
-    """Fine-tune on a prepared NER dataset (``prepare_data`` output) once per seed."""
-    return run_seeds(NER, load_prepared(data_dir, task=NER.name), model_dir, cfg, work_dir)
+    """Fine-tune on a prepared NER dataset (``prepare_data`` output) once per seed;
+    ``model_dir`` and ``design``: see :func:`~minisci.finetune.common.run_seeds`."""
+    return run_seeds(NER, load_prepared(data_dir, task=NER.name), model_dir, cfg, work_dir, design)

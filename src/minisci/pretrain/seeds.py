@@ -14,10 +14,12 @@ runs over the encoders:
   pretraining-seed from fine-tuning-seed variance without assumptions
   (:func:`minisci.report.bootstrap.pretrain_components`).
 
+The stages: ``pretrain@<seed>`` (a ``foreach`` over ``pretrain.seeds``) writes ``models/adapted/<seed>``;
+``base_model`` initialises the baseline's heads from the first seed; a fine-tuning stage given
+``models/adapted`` runs :func:`finetune_plan` and records each run's pretraining seed in its metrics;
+the embeddings, model cards and serving take the first seed's encoder (:attr:`PretrainSeeds.first`).
 The statistics that use the assignment are in :mod:`minisci.report.bootstrap` (the Multi-Bootstrap);
 the report reads each run's pretraining seed from its metrics file (:mod:`minisci.report.pretrain_seeds`).
-Nothing in the training stages reads this module yet: see docs/design.md ("Pretraining seeds") for
-the stage layout that will.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from minisci.config import PretrainConfig, from_dict, load_params
 from minisci.errors import ConfigError, MinisciError
 
 DESIGNS = ("paired", "cross")
+SEED_KEYS = ("seeds", "seed", "seed_design")  # the section's keys about seeds; the rest configure one run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +85,37 @@ def pretrain_seeds(section: dict) -> PretrainSeeds:
         raise ConfigError(f"params pretrain.seeds: expected a list of integers, got {raw!r}")
     design = section.get("seed_design", "paired")
     return PretrainSeeds(tuple(raw), design)
+
+
+def _section(path: str | Path) -> dict:
+    params = load_params(path)
+    if not isinstance(params.get("pretrain"), dict):
+        raise ConfigError(f"{path}: missing section 'pretrain'")
+    return params["pretrain"]
+
+
+def load_seed_design(path: str | Path = "params.yaml") -> PretrainSeeds:
+    """The pretraining seeds and their design, from a params file's ``pretrain`` section."""
+    return pretrain_seeds(_section(path))
+
+
+def load_pretrain(path: str | Path = "params.yaml", seed: int | None = None) -> tuple[PretrainConfig, PretrainSeeds]:
+    """One pretraining run's config (``seed``: one of ``pretrain.seeds``, default the first) and the
+    seed design. The run's config holds its own seed only, so adding a seed to the list changes no
+    other seed's run (its checkpoints resume, its DVC stage stays cached)."""
+    section = _section(path)
+    design = pretrain_seeds(section)
+    if seed is not None and seed not in design.seeds:
+        raise ConfigError(f"--seed {seed} is not one of {path}'s pretrain.seeds {list(design.seeds)}")
+    return from_dict(PretrainConfig, run_section(section, seed), "pretrain"), design
+
+
+def run_section(section: dict, seed: int | None = None) -> dict:
+    """A raw ``pretrain`` section as one run's (:class:`~minisci.config.PretrainConfig`'s) keys:
+    the seed keys replaced by that run's ``seed`` (default: the first of the section's seeds)."""
+    if seed is None:
+        seed = pretrain_seeds(section).first
+    return {k: v for k, v in section.items() if k not in SEED_KEYS} | {"seed": seed}
 
 
 def encoder_dirs(model_dir: str | Path, design: PretrainSeeds) -> dict[int | None, Path]:

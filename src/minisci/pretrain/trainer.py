@@ -331,6 +331,7 @@ def run_pretraining(
     after = evaluate_pretraining(trainer.model, held_ds, tokenizer, cfg)
     state = trainer.state
     metrics = {
+        "seed": cfg.seed,
         "before": before,
         "after": after,
         "delta_mlm_accuracy": round(after["mlm_accuracy"] - before["mlm_accuracy"], 4),

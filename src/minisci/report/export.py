@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 from minisci.config import SPLITS, DatasetConfig, ExportMetricsConfig
@@ -160,10 +161,12 @@ def collect(
     catalog: dict[str, DatasetConfig],
     data_dir: Path | None = None,
     base_model: str = "the base model",
+    pretrain_seeds: list[int] | tuple[int, ...] = (13,),
 ) -> dict:
     """Everything the report needs: per (task, dataset), per arm metrics, the paired comparison with
     its verdict and power, and the errors behind the scores. ``runs``: task -> the datasets its stage
-    fine-tuned; ``data_dir``: the prepared datasets (health lines, classification texts)."""
+    fine-tuned; ``data_dir``: the prepared datasets (health lines, classification texts);
+    ``pretrain_seeds``: the pretraining seeds (``metrics/pretrain/<seed>.json``, the first first)."""
     tasks = {}
     for task, datasets in runs.items():
         kind = registry.get(task)
@@ -217,7 +220,7 @@ def collect(
         "tasks": tasks,
         "health": health,
         "base_model": base_model,
-        "pretrain": _read_json(metrics_dir / "pretrain.json"),
+        "pretrain": {seed: _read_json(metrics_dir / "pretrain" / f"{seed}.json") for seed in pretrain_seeds},
         "sample_corpus": _read_json(metrics_dir / "sample_corpus.json"),
         "make_pairs": _read_json(metrics_dir / "make_pairs.json"),
         "embeddings": _read_json(metrics_dir / "finetune_embeddings.json"),
@@ -256,11 +259,12 @@ def summary(data: dict) -> dict:
                 out[f"{prefix}.delta.{k}"] = b[k]
         if b["seeds"] > 1:
             out[f"{prefix}.delta.seeds_adapted_ahead"] = b["seeds_b_better"]
-    p = data["pretrain"]
+    runs = list(data["pretrain"].values())  # one per pretraining seed: their mean, one key each
     for when in ("before", "after"):
         for k in ("mlm_accuracy", "perplexity", "nsp_accuracy"):
-            out[f"pretrain.{when}.{k}"] = p[when][k]
-    out["pretrain.tokens_seen"] = p["train"]["tokens_seen"]
+            values = [r[when][k] for r in runs]
+            out[f"pretrain.{when}.{k}"] = None if None in values else round(statistics.fmean(values), 4)
+    out["pretrain.tokens_seen"] = runs[0]["train"]["tokens_seen"]
     out.update(retrieval.summary_keys(data["embeddings"]))
     return out
 
@@ -271,10 +275,11 @@ def stage_seconds(data: dict) -> dict:
         for name, key in (
             ("sample_corpus", "sample_corpus"),
             ("make_pairs", "make_pairs"),
-            ("pretrain", "pretrain"),
             ("finetune_embeddings", "embeddings"),
         )
     }
+    for seed, m in data["pretrain"].items():
+        out[f"pretrain@{seed}"] = m.get("wall_seconds")
     for (task, ds), t in data["tasks"].items():
         for arm, m in t["arms"].items():
             out[f"{registry.get(task).stage}@{ds}-{arm}"] = m.get("wall_seconds")
@@ -542,23 +547,25 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
     errors = [line for (task, ds), t in data["tasks"].items() for line in _error_rows(task, ds, t)]
     if errors:
         lines += ["## Errors", "", *errors]
-    p, e = data["pretrain"], data["embeddings"]
+    e, seeds = data["embeddings"], list(data["pretrain"])
     lines += [
         "## Pretraining (held-out pairs)",
         "",
-        "| | MLM accuracy | perplexity | NSP accuracy |",
-        "|---|---|---|---|",
-    ]
-    for when in ("before", "after"):
-        lines.append(
-            f"| {when} | {_pct(p[when]['mlm_accuracy'])} | {p[when]['perplexity']:.1f} | {_pct(p[when]['nsp_accuracy'])} |"
-        )
-    tr = p["train"]
-    lines += [
+        f"One run per pretraining seed ({', '.join(map(str, seeds))}); the first seed's encoder is the adapted "
+        "encoder of the embeddings, the model cards and serving.",
         "",
-        f"{tr['steps']} steps, {tr['tokens_seen']:,} tokens, {tr['tokens_per_second']} tokens/s.",
-        "",
+        "| seed | | MLM accuracy | perplexity | NSP accuracy | steps | tokens | tokens/s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    for seed, p in data["pretrain"].items():
+        tr = p["train"]
+        for when in ("before", "after"):
+            run = f"{tr['steps']} | {tr['tokens_seen']:,} | {tr['tokens_per_second']}" if when == "after" else "| |"
+            lines.append(
+                f"| {seed if when == 'before' else ''} | {when} | {_pct(p[when]['mlm_accuracy'])} | "
+                f"{p[when]['perplexity']:.1f} | {_pct(p[when]['nsp_accuracy'])} | {run} |"
+            )
+    lines.append("")
     lines += retrieval.report_rows(e, base)
     lines += ["## Wall time per stage (seconds)", "", "| stage | seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in stage_seconds(data).items()]
@@ -655,7 +662,8 @@ def _loss_chart(plt, plots_dir: Path, path: Path, runs: dict[str, list[str]] | N
         ax.set_title(GROUP_TITLES.get(group, group.replace("_", " ")), fontsize=9)
         ax.set_xlabel("training step")
         ax.set_ylabel("training loss")
-        ax.legend(fontsize=7, title="dataset, arm" if group in (runs or {}) else None, title_fontsize=7)
+        title = "pretraining seed" if group == "pretrain" else "dataset, arm" if group in (runs or {}) else None
+        ax.legend(fontsize=7, title=title, title_fontsize=7)
     fig.suptitle("Training loss, this run only", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -697,6 +705,7 @@ def charts(data: dict, plots_dir: Path, out_dir: Path) -> list[Path]:
     runs: dict[str, list[str]] = {}
     for task, ds in data["tasks"]:
         runs.setdefault(registry.get(task).stage, []).append(ds)
+    runs["pretrain"] = [str(seed) for seed in data["pretrain"]]
     _loss_chart(plt, plots_dir, written[1], runs)
     for (task, ds), t in data["tasks"].items():
         if registry.get(task).breakdown == "per_class":

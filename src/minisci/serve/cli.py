@@ -2,7 +2,7 @@
 
   minisci ner --model models/finetune_ner/bc5cdr/adapted "Naloxone reverses clonidine."
   minisci cite --model models/finetune_classification/scicite/adapted --file citations.txt --jsonl
-  minisci index --model models/adapted --docs papers.jsonl --out index/
+  minisci index --model models/adapted/13 --docs papers.jsonl --out index/
   minisci search --index index/ "kinase inhibitors in leukaemia" -k 5
   minisci reviewers --index index/ abstract.txt --exclude "A. Author"
 
