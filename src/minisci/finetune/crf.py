@@ -23,6 +23,9 @@ from transformers import BertForTokenClassification
 from minisci.errors import MinisciError
 
 NEG = -1.0e4  # score of a forbidden transition (finite, so no NaN in logsumexp)
+# Off-diagonal of the log-semiring identity: exp() of it is exactly 0 in fp32, and it is finite, so a
+# logsumexp over nothing but padding stays finite and its gradient is 0, not NaN (as -inf would give).
+IDENTITY_OFF = -1.0e30
 
 
 def allowed_transitions(labels: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,44 +60,81 @@ class CRF(nn.Module):
         return self.start.masked_fill(~start_ok, NEG), self.transitions.masked_fill(~trans_ok, NEG), self.end
 
     def neg_log_likelihood(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Mean over the batch of -log p(tags | emissions); ``mask[:, 0]`` must be all true."""
+        """Mean over the batch of -log p(tags | emissions); ``mask[:, 0]`` must be all true and each
+        row's mask a prefix (as :func:`word_level` gives).
+
+        Vectorised over time, because a loop of per-word steps is thousands of tiny kernels per batch
+        (launch-bound on a GPU): the gold path's score is one gather and sum, and the partition
+        function multiplies the per-word transition matrices in the log semiring as a balanced tree,
+        log2(words) levels of whole-batch ops instead of one step per word."""
         start, trans, end = self.scores()
-        batch = torch.arange(len(tags))
+        emissions = emissions.float()  # bf16 under autocast; fp32 parameters promote it anyway
+        batch = torch.arange(len(tags), device=tags.device)
+        steps = mask[:, 1:]
         # 1. score of the gold path
-        score = start[tags[:, 0]] + emissions[batch, 0, tags[:, 0]]
-        for t in range(1, tags.shape[1]):
-            step = trans[tags[:, t - 1], tags[:, t]] + emissions[batch, t, tags[:, t]]
-            score = score + step * mask[:, t]
+        gold = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # [B, T]
+        score = start[tags[:, 0]] + gold[:, 0]
+        if tags.shape[1] > 1:
+            score = score + ((trans[tags[:, :-1], tags[:, 1:]] + gold[:, 1:]) * steps).sum(1)
         last = tags[batch, mask.sum(1) - 1]
         score = score + end[last]
-        # 2. log partition function (forward algorithm)
+        # 2. log partition function: alpha_T = (start + e_0) (x) M_1 (x) ... (x) M_{T-1}, where
+        # M_t[i, j] = trans[i, j] + e_t[j] for a real word and the log-semiring identity for padding
+        # (alpha carries over unchanged, as the masked forward algorithm does)
         alpha = start + emissions[:, 0]
-        for t in range(1, tags.shape[1]):
-            nxt = torch.logsumexp(alpha.unsqueeze(2) + trans.unsqueeze(0), dim=1) + emissions[:, t]
-            alpha = torch.where(mask[:, t : t + 1], nxt, alpha)
+        if tags.shape[1] > 1:
+            n = trans.shape[0]
+            eye = torch.full((n, n), IDENTITY_OFF, device=trans.device).fill_diagonal_(0.0)
+            m = trans + emissions[:, 1:].unsqueeze(2)  # [B, T-1, from, to]
+            m = torch.where(steps[:, :, None, None], m, eye)
+            while m.shape[1] > 1:
+                if m.shape[1] % 2:  # pad with the identity to an even count
+                    m = torch.cat([m, eye.expand(m.shape[0], 1, n, n)], dim=1)
+                m = _log_matmul(m[:, 0::2], m[:, 1::2])
+            alpha = torch.logsumexp(alpha.unsqueeze(2) + m[:, 0], dim=1)
         log_z = torch.logsumexp(alpha + end, dim=1)
         return (log_z - score).mean()
 
     @torch.no_grad()
     def decode(self, emissions: torch.Tensor) -> list[int]:
-        """Viterbi path of one sequence of word emissions [T, n]; only valid IOB2 sequences. Runs on
-        the CPU in fp32 wherever the model and its logits are: a word-by-word loop of [n, n] steps is
-        launch-bound on a GPU, and the logits may be bf16."""
+        """Viterbi path of one sequence of word emissions [T, n]; only valid IOB2 sequences."""
+        return self.decode_batch([emissions])[0]
+
+    @torch.no_grad()
+    def decode_batch(self, emissions: list[torch.Tensor]) -> list[list[int]]:
+        """Viterbi paths of sequences of word emissions ([T_k, n] each); only valid IOB2 sequences.
+
+        One padded batch, stepped word by word for all sequences at once: a per-sequence loop is
+        O(sequences x words) tiny ops, and with the model on a GPU it also synced once per sequence.
+        Runs on the CPU in fp32 wherever the model and its logits are (the logits may be bf16). Each
+        sequence's arithmetic is exactly the unbatched recursion's, so ties break the same way."""
+        if not emissions:
+            return []
         start, trans, end = (x.detach().float().cpu() for x in self.scores())
-        emissions = emissions.detach().float().cpu()
-        score = start + emissions[0]
+        lengths = torch.tensor([len(e) for e in emissions])
+        em = torch.nn.utils.rnn.pad_sequence([e.detach().float().cpu() for e in emissions], batch_first=True)
+        n_seq, width, n = em.shape
+        keep = torch.arange(n).expand(n_seq, n)  # back-pointer of a padded step: stay in place
+        score = start + em[:, 0]
         back = []
-        for t in range(1, len(emissions)):
-            total = score.unsqueeze(1) + trans  # [from, to]
-            score, idx = total.max(dim=0)
-            score = score + emissions[t]
-            back.append(idx)
-        best = int((score + end).argmax())
-        path = [best]
+        for t in range(1, width):
+            total = score.unsqueeze(2) + trans  # [seq, from, to]
+            best, idx = total.max(dim=1)
+            live = (t < lengths).unsqueeze(1)
+            score = torch.where(live, best + em[:, t], score)
+            back.append(torch.where(live, idx, keep))
+        state = (score + end).argmax(dim=1, keepdim=True)
+        path = [state]
         for idx in reversed(back):
-            best = int(idx[best])
-            path.append(best)
-        return path[::-1]
+            state = idx.gather(1, state)
+            path.append(state)
+        rows = torch.cat(path[::-1], dim=1).tolist()
+        return [row[:k] for row, k in zip(rows, lengths.tolist())]
+
+
+def _log_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Matrix product in the log semiring over the last two axes: out[..., i, k] = logsumexp_j(a[..., i, j] + b[..., j, k])."""
+    return torch.logsumexp(a.unsqueeze(-1) + b.unsqueeze(-3), dim=-2)
 
 
 def word_level(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

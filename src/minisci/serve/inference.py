@@ -169,7 +169,9 @@ def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None)
     ]
     logits = [lg[0] for lg in _sorted_forward(pipe, chunks, batch_size, progress)]
     id2label = model.config.id2label
-    tags = merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label, model.crf.decode)
+    tags = merge_predictions(
+        feats, logits, [len(s.tokens) for s in sentences], id2label, decode_batch=model.crf.decode_batch
+    )
     probs: list[list] = [[None] * len(s.tokens) for s in sentences]
     for f, lg in zip(feats, logits):
         for k, p in enumerate(lg[f["first_positions"]].softmax(-1)):

@@ -121,13 +121,20 @@ def argmax_decode(emissions: torch.Tensor) -> list[int]:
 
 
 def merge_predictions(
-    feats: list[dict], logits: list[torch.Tensor], n_words: list[int], id2label: dict[int, str], decode=argmax_decode
+    feats: list[dict],
+    logits: list[torch.Tensor],
+    n_words: list[int],
+    id2label: dict[int, str],
+    decode=argmax_decode,
+    decode_batch=None,
 ) -> list[list[str]]:
     """One valid IOB2 tag per word: each window's first-piece emissions are decoded (argmax, or
-    the CRF's Viterbi) and merged back into their sentences."""
+    the CRF's Viterbi) and merged back into their sentences. ``decode_batch`` (e.g. the CRF's
+    ``decode_batch``), when given, decodes all windows in one call instead of ``decode`` one by one."""
     tags: list[list[str | None]] = [[None] * n for n in n_words]
-    for f, lg in zip(feats, logits):
-        pred = decode(lg[f["first_positions"]])
+    emissions = [lg[f["first_positions"]] for f, lg in zip(feats, logits)]
+    paths = decode_batch(emissions) if decode_batch is not None else [decode(e) for e in emissions]
+    for f, pred in zip(feats, paths):
         for k, label_id in enumerate(pred):
             word = f["word_start"] + k
             if tags[f["sentence"]][word] is not None:
@@ -160,8 +167,8 @@ def predict(
     feats = encode_sentences(sentences, tokenizer, None, max_length)
     logits = sorted_logits(model, feats, DataCollatorWithPadding(tokenizer), batch_size)
     crf = getattr(model, "crf", None)
-    decode = crf.decode if crf is not None else argmax_decode
-    return merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label, decode)
+    decode_batch = crf.decode_batch if crf is not None else None
+    return merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label, decode_batch=decode_batch)
 
 
 def checked_metrics(sentences: list[NerSentence], pred: list[list[str]]) -> dict:
