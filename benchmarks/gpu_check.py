@@ -818,7 +818,9 @@ def environment(device: str) -> dict:
     }
 
 
-def run_check(folder: Path, data_root: Path, work: Path, device: str, tiny: bool) -> tuple[dict, list[str]]:
+def run_check(
+    folder: Path, data_root: Path, work: Path, device: str, tiny: bool, finetune_only: bool = False
+) -> tuple[dict, list[str]]:
     manifest = json.loads((folder / "manifest.json").read_text())
     if manifest["tiny"] != tiny:
         raise CheckError(f"{folder}: prepared {'with' if manifest['tiny'] else 'without'} --tiny; run it the same way")
@@ -832,7 +834,21 @@ def run_check(folder: Path, data_root: Path, work: Path, device: str, tiny: bool
     if not model.is_dir():
         to_fp32(data_root / "model", model)
     params = check_params(root, model, sizes, work)
+    if finetune_only:
+        log["finetune_only"] = True
+        steps.run(
+            "base_model",
+            load_stage("base_model", root).main,
+            ["--out", str(work / "models/baseline"), "--params", str(params)],
+        )
+        steps.run("finetune", finetune, root, data_root, work / "models/baseline", params, work)
+        return log, steps.failed
     reference = start_reference(folder, data_root, work, device, tiny)
+    if device == "cuda":  # the reference takes all cores but two: this process keeps those two, not 16 threads on top
+        import torch
+
+        torch.set_num_threads(2)
+        log["environment"]["cpu_threads"] = 2
     try:
         return run_steps(steps, root, data_root, work, params, device, tiny, manifest, reference)
     finally:
@@ -972,6 +988,11 @@ def parse(argv):
     p.add_argument("--data", help="the folder's unpacked data directory (run.sh passes it)")
     p.add_argument("--work", help="work directory for models and checkpoints (default: a temporary one)")
     p.add_argument("--log", help="the JSON log (default: gpu_check.json in the current directory)")
+    p.add_argument(
+        "--finetune-only",
+        action="store_true",
+        help="base_model and the fine-tuning step alone, no CPU reference: a speed check of the fine-tuning path",
+    )
     p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)  # the run's own CPU reference process
     args = p.parse_args(argv)
     if (args.prepare is None) == (args.folder is None):
@@ -1012,7 +1033,9 @@ def main(argv: list[str] | None = None) -> int:
                 write_json(args.log, reference_run(data_root, Path(work).resolve(), args.tiny))
                 return 0
             start = time.perf_counter()
-            log, failed = run_check_at(folder, data_root, Path(work).resolve(), args.device, args.tiny)
+            log, failed = run_check_at(
+                folder, data_root, Path(work).resolve(), args.device, args.tiny, args.finetune_only
+            )
             log["wall_seconds"] = round(time.perf_counter() - start, 1)
     except CheckError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -1027,7 +1050,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def run_check_at(folder: Path, data_root: Path, work: Path, device: str, tiny: bool):
+def run_check_at(folder: Path, data_root: Path, work: Path, device: str, tiny: bool, finetune_only: bool = False):
     """:func:`run_check` with the data and model under ``data_root`` (unpacked by run.sh), or unpacked
     from the folder into ``work`` here."""
     if not (data_root / "data").is_dir():
@@ -1035,7 +1058,7 @@ def run_check_at(folder: Path, data_root: Path, work: Path, device: str, tiny: b
             with tarfile.open(folder / name) as tar:
                 tar.extractall(work, filter="data")
         data_root = work
-    return run_check(folder, data_root, work, device, tiny)
+    return run_check(folder, data_root, work, device, tiny, finetune_only)
 
 
 def summary(log: dict) -> str:
