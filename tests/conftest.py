@@ -223,6 +223,7 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
     run(["dvc", "init", "-q"], root)
     run(["dvc", "config", "core.analytics", "false"], root)
     shutil.copytree(REPO / ".dvc" / "plots", root / ".dvc" / "plots")  # dvc.yaml's plot templates
+    shutil.copy(REPO / ".dvcignore", root / ".dvcignore")  # what DVC leaves out of directory hashes
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "init"], root)
     return root

@@ -36,10 +36,15 @@ def test_full_tiny_pipeline_outputs(project, tiny_repro):
     assert "| NER | bc5cdr | entity F1 (micro) |" in report and "BERT-base 86.70, SciBERT 90.00" in report
     for png in ("comparison.png", "loss_curves.png", "confusion_scicite.png"):
         assert (project / "plots/charts" / png).stat().st_size > 1000
-    for model in ("baseline", "adapted", "finetune_ner/bc5cdr/adapted", "finetune_classification/scicite/baseline"):
+    for model in ("baseline", "adapted/13", "finetune_ner/bc5cdr/adapted", "finetune_classification/scicite/baseline"):
         card = (project / "models" / model / "README.md").read_text()
         assert "## Metrics of this run" in card and "## Parameters of this run" in card
-    for model in ("adapted", "embeddings", "finetune_ner/bc5cdr/adapted", "finetune_classification/scicite/baseline"):
+    for model in (
+        "adapted/13",
+        "embeddings",
+        "finetune_ner/bc5cdr/adapted",
+        "finetune_classification/scicite/baseline",
+    ):
         meta = ModelCard.load(project / "models" / model / "README.md").data.to_dict()
         assert meta["model-index"][0]["results"], model
         card = (project / "models" / model / "README.md").read_text()
