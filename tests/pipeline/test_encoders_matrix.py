@@ -372,7 +372,7 @@ def test_matrix(encoders, data, arch, tmp_path, capsys):
     params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_embeddings"]
     cfg = from_dict(
         FinetuneEmbeddingsConfig,
-        {**params, "n_train": 8, "n_eval": 10, "batch_size": 4, "max_length": 32, "eval_max_length": 64, "epochs": 1.0},
+        {**params, "n_train": 8, "batch_size": 4, "max_length": 32, "eval_max_length": 64, "epochs": 1.0},
         "finetune_embeddings",
     )
     pairs = [{"anchor": t[:40], "positive": t} for t in corpus()[:12]] + [{"anchor": "x", "positive": LONG_TEXT}]
