@@ -90,6 +90,16 @@ TINY_OVERRIDES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _default_ctrl_c():
+    """Each test starts with Python's own Ctrl-C handling. Code an earlier test ran in this process may
+    have left SIGINT ignored, and the processes a test starts inherit an ignored SIGINT: the Ctrl-C
+    tests (the demo's, fetch_data's) then depend on which tests ran before them on the same worker."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "MANIFEST.tsv").is_file():
