@@ -24,7 +24,7 @@ device and bf16. It writes one JSON log and exits 1 when a step fails or a score
 (each failure one line; a bug keeps its traceback).
 
 ``--device cpu --tiny`` is the dry run of the same code path (a tiny random BERT, the test
-fixtures' data, a few steps), which tests/test_gpu_check.py runs, so the check cannot rot while no
+fixtures' data, a few steps), which tests/benchmarks/test_gpu_check.py runs, so the check cannot rot while no
 GPU is at hand. The dry run also checks that every distribution the run imported is preinstalled on
 the node or among the folder's wheels.
 """

@@ -1,4 +1,5 @@
 import json
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -26,23 +27,29 @@ def test_classification_metrics_known_values():
     assert m["confusion_matrix"] == [[1, 1, 0], [0, 1, 0], [1, 0, 0]]
 
 
-# the weighted loss trains the same way: its run is slow-only (the weights are tested in finetune/test_ner.py)
+# the weighted loss trains the same way: its run is slow-only (the weights are tested in finetune/test_ner.py).
+# The cross-entropy run is the session's tiny_finetuned citation model (this file's cfg(), seed 1, on the
+# same learnable files and tiny BERT), trained once for every test that needs it; several seeds are tested below.
 @pytest.mark.parametrize("loss", ["ce", pytest.param("inverse_frequency", marks=pytest.mark.slow)])
-def test_tiny_model_learns_trivial_citation_intents(tmp_path, tiny_model_dir, loss):
+def test_tiny_model_learns_trivial_citation_intents(tmp_path, tiny_model_dir, tiny_finetuned, loss):
     from transformers import pipeline
 
-    raw = learnable_scicite_files(tmp_path / "data")
-    data = prepare(raw, "scicite", tmp_path / "prepared")
-    r = run_finetune_classification(
-        data, tiny_model_dir, cfg(loss=loss, seeds=[1, 2] if loss == "ce" else [1]), tmp_path / "work"
-    )
+    if loss == "ce":
+        raw, model_dir = tiny_finetuned["data"], tiny_finetuned["cite"]
+        r = SimpleNamespace(
+            **{
+                k: json.loads((tiny_finetuned["cite_run"] / f"{k}.json").read_text())
+                for k in ("metrics", "test_predictions")
+            }
+        )
+    else:
+        raw = learnable_scicite_files(tmp_path / "data")
+        data = prepare(raw, "scicite", tmp_path / "prepared")
+        r = run_finetune_classification(data, tiny_model_dir, cfg(loss=loss, seeds=[1]), tmp_path / "work")
     assert r.metrics["test"]["accuracy"] > 0.9 and r.metrics["test"]["macro_f1"] > 0.9, r.metrics["dev_per_epoch"]
     assert len(r.test_predictions) == 50 and {"gold", "pred", "probs"} <= set(r.test_predictions[0])
-    if loss == "ce":
-        assert set(r.metrics["per_seed"]) == {"1", "2"} and "accuracy_sd" in r.metrics["test_over_seeds"]
-        r.model.save_pretrained(tmp_path / "m")
-        r.tokenizer.save_pretrained(tmp_path / "m")
-        clf = pipeline("text-classification", model=str(tmp_path / "m"), device="cpu")
+    if loss == "ce":  # the saved model directory works with transformers.pipeline, and predicts as the stage did
+        clf = pipeline("text-classification", model=str(model_dir), device="cpu")
         texts = [
             e["text"] for e in map(json.loads, (raw / "classification/scicite/test.jsonl").read_text().splitlines())
         ]
@@ -60,6 +67,7 @@ def test_seed_predictions_are_kept_for_the_seed_aware_bootstrap(tmp_path, tiny_m
     data = prepare(learnable_scicite_files(tmp_path / "raw", n=30), "scicite", tmp_path / "prepared")
     r = run_finetune_classification(data, tiny_model_dir, cfg(epochs=1.0, seeds=[3, 4]), tmp_path / "work")
     assert set(r.test_predictions[0]["preds"]) == {"3", "4"}
+    assert set(r.metrics["per_seed"]) == {"3", "4"} and "accuracy_sd" in r.metrics["test_over_seeds"]
     assert r.metrics["train_duplicate_rows"] == 0 and "test_texts_in_train" in r.metrics
 
 

@@ -1,3 +1,6 @@
+import json
+from types import SimpleNamespace
+
 import pytest
 import torch
 from conftest import learnable_ner_files, prepare
@@ -87,13 +90,24 @@ def test_frequency_weights_hand_computed():
     assert eff == pytest.approx([r / (sum(raw) / 2) for r in raw])
 
 
-# the weighted loss trains the same way: its run is slow-only (its weights are tested above)
+# the weighted loss trains the same way: its run is slow-only (its weights are tested above). The
+# cross-entropy run is the session's tiny_finetuned NER model: this very configuration (helpers.ner_cfg's
+# settings, the same learnable files and tiny BERT), trained once for every test that needs it.
 @pytest.mark.parametrize("loss", ["ce", pytest.param("welt", marks=pytest.mark.slow)])
-def test_tiny_model_learns_a_trivial_ner_set(tmp_path, tiny_model_dir, loss):
+def test_tiny_model_learns_a_trivial_ner_set(tmp_path, tiny_model_dir, tiny_finetuned, loss):
     from transformers import pipeline
 
-    data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
-    r = run_finetune_ner(data, tiny_model_dir, ner_cfg(loss=loss), tmp_path / "work")
+    if loss == "ce":
+        data, model_dir = tiny_finetuned["ner_data"], tiny_finetuned["ner"]
+        r = SimpleNamespace(
+            **{
+                k: json.loads((tiny_finetuned["ner_run"] / f"{k}.json").read_text())
+                for k in ("metrics", "test_predictions")
+            }
+        )
+    else:
+        data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
+        r = run_finetune_ner(data, tiny_model_dir, ner_cfg(loss=loss), tmp_path / "work")
     assert r.metrics["test"]["f1"] > 0.9, r.metrics["dev_per_epoch"]
     assert r.metrics["test"]["entities_gold"] == r.metrics["test_entities_reader"]
     best = max(r.metrics["dev_per_epoch"], key=lambda e: e["f1"])
@@ -101,9 +115,7 @@ def test_tiny_model_learns_a_trivial_ner_set(tmp_path, tiny_model_dir, loss):
     gold = load_prepared(data).splits["test"]
     assert [row["gold"] for row in r.test_predictions] == [list(s.tags) for s in gold]
     if loss == "ce":  # the saved model directory works with transformers.pipeline
-        r.model.save_pretrained(tmp_path / "m")
-        r.tokenizer.save_pretrained(tmp_path / "m")
-        tagger = pipeline("token-classification", model=str(tmp_path / "m"), aggregation_strategy="first", device="cpu")
+        tagger = pipeline("token-classification", model=str(model_dir), aggregation_strategy="first", device="cpu")
         ents = tagger("patients received aspirin after treatment")
         assert [(e["entity_group"], e["word"]) for e in ents] == [("Entity", "aspirin")]
 

@@ -1,4 +1,7 @@
-"""Fine-tuning resumes from its epoch checkpoints and ends exactly where an uninterrupted run ends."""
+"""Fine-tuning resumes from its epoch checkpoints and ends exactly where an uninterrupted run ends.
+
+The runs train on a few dozen sentences (five or six steps an epoch): what is compared is a resumed run
+with an uninterrupted one, which does not need a model that learns."""
 
 import json
 
@@ -38,7 +41,7 @@ def strip_runtime(history):
 
 
 def test_ner_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch, capsys):
-    data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
+    data = prepare(learnable_ner_files(tmp_path / "raw", n=40), "bc5cdr", tmp_path / "prepared")
     cfg = ner_cfg(epochs=3.0, eval_delay=0)
     ref = run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "ref")
     with monkeypatch.context() as m:
@@ -69,7 +72,7 @@ def test_classification_resume_matches_uninterrupted_run(tmp_path, tiny_model_di
         {"epochs": 2.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "logging_steps": 5, "seeds": [13]}
     )
     cfg = from_dict(FinetuneClassificationConfig, params, "finetune_classification")
-    data = prepare(learnable_scicite_files(tmp_path / "raw"), "scicite", tmp_path / "prepared")
+    data = prepare(learnable_scicite_files(tmp_path / "raw", n=45), "scicite", tmp_path / "prepared")
     ref = run_finetune_classification(data, tiny_model_dir, cfg, tmp_path / "ref")
     with monkeypatch.context() as m:
         crash_after_checkpoint(m, epoch=1)
@@ -101,7 +104,7 @@ def test_checkpoints_of_other_code_are_not_resumed(tmp_path, tiny_model_dir, mon
     """DVC reruns a stage when its code changes; the rerun must train anew, not resume old checkpoints."""
     import minisci.training
 
-    data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
+    data = prepare(learnable_ner_files(tmp_path / "raw", n=40), "bc5cdr", tmp_path / "prepared")
     cfg = ner_cfg(epochs=1.0)
     run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
     real = minisci.training.code_version()
@@ -140,7 +143,7 @@ def test_eval_delay_scores_dev_from_that_epoch_and_always_after_the_last(tmp_pat
 
 def test_eval_delay_run_matches_the_scored_epochs_of_a_full_run(tmp_path, tiny_model_dir):
     """Skipping dev scoring changes nothing else: the scored epoch equals eval_delay 0's at that epoch (same weights)."""
-    data = prepare(learnable_ner_files(tmp_path / "raw"), "bc5cdr", tmp_path / "prepared")
+    data = prepare(learnable_ner_files(tmp_path / "raw", n=40), "bc5cdr", tmp_path / "prepared")
     full = run_finetune_ner(data, tiny_model_dir, ner_cfg(epochs=3.0, eval_delay=0), tmp_path / "full")
     late = run_finetune_ner(data, tiny_model_dir, ner_cfg(epochs=3.0, eval_delay=3), tmp_path / "late")
     assert [e["epoch"] for e in late.metrics["dev_per_epoch"]] == [3]

@@ -8,7 +8,9 @@ import yaml
 from conftest import copy_project, make_project, run
 
 
-def test_dvc_repro_make_pairs(tmp_path):
+def test_dvc_repro_make_pairs_then_pretrain(tmp_path):
+    """The data stages, their caching and invalidation, then pretraining, in one tiny project (the
+    pretraining run starts from the pairs made here)."""
     proj = make_project(tmp_path / "proj")
     out = run(["dvc", "repro", "make_pairs"], proj).stdout
     for stage in ("fetch_data", "sample_corpus", "make_pairs"):
@@ -34,17 +36,7 @@ def test_dvc_repro_make_pairs(tmp_path):
     dag = run(["dvc", "dag", "make_pairs"], proj).stdout
     assert all(s in dag for s in ("fetch_data", "sample_corpus", "make_pairs"))
 
-
-def test_failing_stage_exits_nonzero_without_outputs(tmp_path):
-    proj = make_project(tmp_path / "proj")
-    (proj / "data/manifest.tsv").write_text((proj / "data/manifest.tsv").read_text().replace("\t", "\tX", 1))
-    res = run(["dvc", "repro", "fetch_data"], proj, check=False)
-    assert res.returncode != 0 and "error:" in res.stderr + res.stdout
-    assert not (proj / "data/raw").exists()
-
-
-def test_dvc_repro_pretrain_tiny_model(tmp_path):
-    proj = make_project(tmp_path / "proj")
+    # Pretraining the tiny model on those pairs (the heldout pairs are unchanged: 12).
     out = run(["dvc", "repro", "pretrain"], proj).stdout
     assert "Running stage 'pretrain@13'" in out
     m = json.loads((proj / "metrics/pretrain/13.json").read_text())
@@ -89,6 +81,14 @@ def test_pretraining_seeds_one_stage_each_and_the_adapted_arm_paired(tmp_path):
     assert res.returncode != 0
     assert "needs a multiple of 3 fine-tuning seeds" in res.stderr + res.stdout
     assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_failing_stage_exits_nonzero_without_outputs(tmp_path):
+    proj = make_project(tmp_path / "proj")
+    (proj / "data/manifest.tsv").write_text((proj / "data/manifest.tsv").read_text().replace("\t", "\tX", 1))
+    res = run(["dvc", "repro", "fetch_data"], proj, check=False)
+    assert res.returncode != 0 and "error:" in res.stderr + res.stdout
+    assert not (proj / "data/raw").exists()
 
 
 def stale_stages(proj):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, copy_project
 from helpers import CFG, synthetic_run
 
 from minisci.report import export
@@ -205,7 +205,7 @@ def test_loss_chart_has_one_axis_per_task(run_data, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_tiny_pipeline_conll_gives_the_stage_f1_and_plots_overlay_the_arms(tiny_repro):
+def test_tiny_pipeline_conll_gives_the_stage_f1_and_plots_overlay_the_arms(tiny_repro, tmp_path):
     """The real stages: export_metrics' CoNLL file of each NER arm, read back, scores the F1 that the
     fine-tuning stage wrote, and `dvc plots show` draws the top-level overlays."""
     import subprocess
@@ -219,10 +219,9 @@ def test_tiny_pipeline_conll_gives_the_stage_f1_and_plots_overlay_the_arms(tiny_
         assert round(f1_score(gold, pred, mode="strict", scheme=IOB2), 4) == stage["test"]["f1"]
     text = (tiny_repro / "metrics/report.md").read_text()
     assert "| verdict |" in text and "## Errors" in text and "## Dataset health" in text
+    proj = copy_project(tiny_repro, tmp_path / "proj")  # dvc writes its temporaries; the original stays read-only
     shown = json.loads(
-        subprocess.run(
-            ["dvc", "plots", "show", "--json"], cwd=tiny_repro, capture_output=True, text=True, check=True
-        ).stdout
+        subprocess.run(["dvc", "plots", "show", "--json"], cwd=proj, capture_output=True, text=True, check=True).stdout
     )["data"]
     for title in ("NER dev F1, first dataset (baseline vs adapted)", "NER error kinds (baseline vs adapted)"):
         names = {v["filename"] for v in shown[title][0]["content"]["data"]["values"]}

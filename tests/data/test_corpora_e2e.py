@@ -7,15 +7,12 @@ import json
 
 import pytest
 import yaml
-from conftest import make_project, run
+from conftest import copy_project, run
 
 
-@pytest.mark.slow  # two tiny dvc repros (~1 min idle, 7 on a busy 2-core machine)
-def test_declare_a_corpus_the_docs_way(tmp_path):
-    proj = make_project(tmp_path / "proj")
-    run(["dvc", "repro", "make_pairs"], proj)
-    run(["git", "add", "-A"], proj)
-    run(["git", "commit", "-qm", "run"], proj)
+@pytest.mark.slow  # the session's tiny dvc repro, then sample_corpus again
+def test_declare_a_corpus_the_docs_way(tiny_repro, tmp_path):
+    proj = copy_project(tiny_repro, tmp_path / "proj")  # a project already run and committed, as a user's is
     assert "up to date" in run(["dvc", "status", "make_pairs"], proj).stdout
 
     # 1. the files, tracked by DVC

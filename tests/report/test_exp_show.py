@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 MAX_WIDTH = 160
 # An experiment's row names it as `├── 1a2b3c4 [name]`: the first column must leave room for that,
