@@ -46,7 +46,18 @@ def test_the_plots_page_renders_and_its_screenshot(tmp_path):
     subprocess.run(["dvc", "plots", "show", "-o", str(tmp_path / "page")], cwd=REPO, check=True, capture_output=True)
     page = tmp_path / "page" / "index.html"
     html = page.read_text()
-    assert "Pretraining loss: total, MLM and NSP, one colour each" in html
+    # every top-level chart whose data the workspace holds is on the page, under its title in words
+    first_seed = str(yaml.safe_load((REPO / "params.yaml").read_text())["pretrain"]["seeds"][0])
+    drawn = [
+        props["title"]
+        for plot in yaml.safe_load((REPO / "dvc.yaml").read_text())["plots"]
+        if isinstance(plot, dict)
+        for props in plot.values()
+        if isinstance(props, dict)
+        and isinstance(props.get("y"), dict)
+        and all((REPO / f.replace("${pretrain.seeds[0]}", first_seed)).exists() for f in props["y"])
+    ]
+    assert drawn and all(title in html for title in drawn), [t for t in drawn if t not in html]
     assert '"text": "plots/' not in html  # no chart titled with its raw path
     shots = Path(os.environ.get("MINISCI_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
