@@ -170,10 +170,13 @@ def test_conll_predictions_give_the_stage_f1_exactly(run_data, tmp_path):
 def test_top_level_plots_follow_the_datasets_that_ran(run_data, tmp_path):
     root, data = run_data
     export.write_compare_plots(data, root / "plots", tmp_path)
-    # the dataset is not called bc5cdr: the fixed paths hold its curves all the same
-    assert (tmp_path / "ner/adapted/dev_f1.tsv").read_text() == (
-        root / "plots/finetune_ner/toyner/adapted/curves/dev_f1.tsv"
-    ).read_text()
+    # the dataset is not called bc5cdr: the fixed paths hold its curves all the same, each row naming
+    # the dataset, which the series template puts in the legend of `dvc plots diff`
+    src = (root / "plots/finetune_ner/toyner/adapted/curves/dev_f1.tsv").read_text().splitlines()
+    rows = (tmp_path / "ner/adapted/dev_f1.tsv").read_text().splitlines()
+    assert rows == [f"{src[0]}\tdataset"] + [f"{line}\ttoyner" for line in src[1:]] and len(rows) > 1
+    template = (REPO / ".dvc/plots/series.json").read_text()
+    assert "datum.dataset" in template
     assert (tmp_path / "classification/baseline/loss.tsv").read_text() == "step\tloss\n"  # not written: header only
     kinds = json.loads((tmp_path / "error_kinds/baseline.json").read_text())
     assert {r["item"] for r in kinds} == {

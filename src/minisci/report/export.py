@@ -726,10 +726,19 @@ def per_type_rows(data: dict) -> list[dict]:
     return rows
 
 
+def with_dataset_column(tsv: str, dataset: str) -> str:
+    """A curve's TSV with a ``dataset`` column: the series template puts it in the legend, so
+    ``dvc plots diff`` of revisions whose first datasets differ says which curve is which."""
+    lines = tsv.splitlines()
+    if not lines:
+        return tsv
+    return "".join(f"{line}\t{'dataset' if i == 0 else dataset}\n" for i, line in enumerate(lines) if line)
+
+
 def write_compare_plots(data: dict, plots_dir: Path, out: Path) -> None:
     """Plot data at fixed paths that dvc.yaml's top-level plots overlay for both arms, whichever datasets
     ran: ``<task>/<arm>/<curve>.tsv`` (the training curves of the task's first dataset, the one
-    its stage lists first), ``per_type/<arm>.json`` (test F1 per dataset and type or class) and
+    its stage lists first, named in a ``dataset`` column), ``per_type/<arm>.json`` (test F1 per dataset and type or class) and
     ``error_kinds/<arm>.json`` (NER error counts per dataset and kind)."""
     for task, spec in registry.KINDS.items():
         first = next((ds for (tk, ds) in data["tasks"] if tk == task), None)
@@ -739,7 +748,7 @@ def write_compare_plots(data: dict, plots_dir: Path, out: Path) -> None:
                 dst = out / task / arm / f"{curve}.tsv"
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 # a task that did not run gets a header only, so the declared plot stays valid
-                dst.write_text(src.read_text() if first and src.is_file() else f"step\t{curve}\n")
+                dst.write_text(with_dataset_column(src.read_text(), first) if first and src.is_file() else f"step\t{curve}\n")
     for arm in ARMS:
         per_type = [
             {"item": f"{ds}/{item}", "f1": v["f1"]}
