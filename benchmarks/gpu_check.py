@@ -557,9 +557,21 @@ def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops:
     from roofline import encoder_flops
 
     d = work / "pretrain"
+    load_stage("pretrain_data", root).main(
+        [
+            "--pairs",
+            str(folder / "data/pairs"),
+            "--out",
+            str(d / "data"),
+            "--metrics",
+            str(d / "data.json"),
+            "--params",
+            str(params),
+        ]
+    )
     load_stage("pretrain", root).main(
         [
-            "--pairs", str(folder / "data/pairs"),
+            "--data", str(d / "data"),
             "--out", str(work / "models/adapted"),
             "--checkpoints", str(d / "checkpoints"),
             "--metrics", str(d / "metrics.json"),

@@ -54,8 +54,9 @@ from transformers.utils import logging as hf_logging
 from minisci.config import ModelConfig
 from minisci.errors import MinisciError
 from minisci.pretrain.collator import MlmNspCollator
+from minisci.pretrain.data import read_pairs, tokenize_pairs
 from minisci.pretrain.model import load_pretraining_model, load_tokenizer
-from minisci.pretrain.trainer import pretraining_losses, read_pairs, tokenize_pairs
+from minisci.pretrain.trainer import pretraining_losses
 from minisci.stage import run_command
 
 

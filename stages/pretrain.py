@@ -1,7 +1,7 @@
 """Stage pretrain@<seed>: continued MLM (+ NSP for BERT) pretraining of the base encoder with one
 pretraining seed of params.yaml ``pretrain.seeds`` -> models/adapted/<seed>.
 
-Usage: python stages/pretrain.py --seed 13 --pairs data/pairs --out models/adapted/13 \\
+Usage: python stages/pretrain.py --seed 13 --data data/pretrain --out models/adapted/13 \\
            --checkpoints models/pretrain_checkpoints/13 --metrics metrics/pretrain/13.json --plots plots/pretrain/13
 
 Resumes from the newest complete checkpoint of the same configuration in --checkpoints (kept
@@ -28,7 +28,7 @@ from minisci.training import write_curves
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--seed", type=int, help="one of pretrain.seeds (default: the first)")
-    p.add_argument("--pairs", required=True, help="directory with train.jsonl and heldout.jsonl")
+    p.add_argument("--data", required=True, help="output of pretrain_data: the tokenised examples and their tokenizer")
     p.add_argument("--out", required=True, help="adapted model directory (Hugging Face format)")
     p.add_argument("--checkpoints", required=True, help="checkpoint directory kept across runs for resume")
     p.add_argument("--metrics", required=True)
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
 
     model_cfg = load_section(ModelConfig, "model", args.params)
     cfg, design = load_pretrain(args.params, args.seed)
-    result = run_pretraining(args.pairs, model_cfg, cfg, args.checkpoints)
+    result = run_pretraining(args.data, model_cfg, cfg, args.checkpoints)
     if not result.is_main_process:
         return
     saved_as = type(result.model).__mro__[1].__name__  # BertForPreTraining, RobertaForMaskedLM, ...
@@ -56,14 +56,16 @@ def main(argv: list[str] | None = None) -> None:
             + (" (the first: the adapted encoder minisci serves)" if cfg.seed == design.first else "")
             + f". Heads included ({saved_as}).",
             base=model_cfg.base,
-            data=f"{result.metrics['train']['pairs']} sentence pairs from {args.pairs}",
+            data=result.data_summary,
             params={"model": dataclasses.asdict(model_cfg), "pretrain": dataclasses.asdict(cfg)},
             metrics=result.metrics,
             usage=f'from transformers import AutoModel, AutoTokenizer\nmodel = AutoModel.from_pretrained("{args.out}")\n'
             f'tokenizer = AutoTokenizer.from_pretrained("{args.out}")',
             pipeline_tag="fill-mask",
             results=[
-                eval_result("fill-mask", "minisci-heldout-pairs", k, result.metrics["after"][k], split="heldout")
+                eval_result(
+                    "fill-mask", f"minisci-heldout-{result.unit}", k, result.metrics["after"][k], split="heldout"
+                )
                 for k in ("mlm_accuracy", "perplexity", "nsp_accuracy")
                 if result.metrics["after"][k] is not None
             ],

@@ -4,6 +4,7 @@ from one another."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import subprocess
@@ -14,12 +15,20 @@ import numpy as np
 import yaml
 from conftest import REPO, synthetic_embeddings_metrics, tiny_params
 
-from minisci.config import ExportMetricsConfig, FinetuneNerConfig, ModelConfig, PretrainConfig, from_dict
+from minisci.config import (
+    ExportMetricsConfig,
+    FinetuneNerConfig,
+    MakePairsConfig,
+    ModelConfig,
+    PretrainConfig,
+    from_dict,
+)
 from minisci.data.readers import load_prepared
 from minisci.io import atomic_path
 from minisci.metrics.classification_f1 import classification_scores
 from minisci.metrics.ner_f1 import ner_scores
-from minisci.pretrain.seeds import SEED_KEYS
+from minisci.pretrain.data import build_pretraining_data
+from minisci.pretrain.seeds import SEED_KEYS, load_pretrain
 from minisci.report import export
 from minisci.tasks.ner import NER
 
@@ -69,7 +78,9 @@ WORDS = "cells protein gene binding kinase receptor expression tumour patients d
 
 
 def write_pairs(root, n_train=160, n_held=32, seed=0):
-    """Trivially learnable text: each sentence walks the word list from a random start."""
+    """Trivially learnable text: each sentence walks the word list from a random start. Also writes
+    ``documents.jsonl`` (20 documents of such sentences, two corpora) beside the pairs, for
+    :func:`pretraining_data`."""
     rng = random.Random(seed)
 
     def sentence():
@@ -80,7 +91,19 @@ def write_pairs(root, n_train=160, n_held=32, seed=0):
     for name, n in (("train", n_train), ("heldout", n_held)):
         rows = [{"a": sentence(), "b": sentence(), "label": i % 2, "doc_a": "x", "doc_b": "y"} for i in range(n)]
         (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    docs = [
+        {"id": f"d{i}", "domain": ("bio", "gen")[i % 2], "sentences": [sentence() for _ in range(6)]} for i in range(20)
+    ]
+    (root / "documents.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     return root
+
+
+def pretraining_data(pairs_dir, model_cfg, cfg, out=None):
+    """What the pretrain_data stage makes of :func:`write_pairs`'s folder (tokenised once)."""
+    split = from_dict(MakePairsConfig, tiny_params()["make_pairs"], "make_pairs")
+    out = Path(out or Path(pairs_dir).parent / f"pretrain_data-{'pairs' if cfg.nsp else 'blocks'}")
+    build_pretraining_data(pairs_dir, Path(pairs_dir) / "documents.jsonl", model_cfg, cfg, split, out)
+    return out
 
 
 def configs(**pretrain):
@@ -92,11 +115,19 @@ def configs(**pretrain):
 
 
 def stage_cmd(tmp_path, params_path, ckpt="ckpt", out="adapted"):
+    """The pretrain stage's command on ``tmp_path/pairs``, whose data this builds first (in-process,
+    once per params file content, as the pretrain_data stage would)."""
+    text = Path(params_path).read_text()
+    data = tmp_path / f"pretrain_data-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    if not data.is_dir():
+        p = yaml.safe_load(text)
+        cfg, _ = load_pretrain(params_path)
+        pretraining_data(tmp_path / "pairs", from_dict(ModelConfig, p["model"], "model"), cfg, data)
     return [
         sys.executable,
         STAGE,
-        "--pairs",
-        str(tmp_path / "pairs"),
+        "--data",
+        str(data),
         "--out",
         str(tmp_path / out),
         "--checkpoints",

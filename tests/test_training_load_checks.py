@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 from conftest import REPO, learnable_ner_files, prepare, tiny_params
-from helpers import configs, ner_cfg, stage_cmd, write_pairs
+from helpers import configs, ner_cfg, pretraining_data, stage_cmd, write_pairs
 
 from minisci.errors import ConfigError
 from minisci.finetune.common import load_head_model
@@ -151,7 +151,9 @@ def test_pretraining_records_the_unk_rate(tmp_path):
     from minisci.pretrain.trainer import run_pretraining
 
     model_cfg, cfg = configs(max_steps=1, save_steps=100)
-    result = run_pretraining(write_pairs(tmp_path / "pairs"), model_cfg, cfg, tmp_path / "ckpt")
+    result = run_pretraining(
+        pretraining_data(write_pairs(tmp_path / "pairs"), model_cfg, cfg), model_cfg, cfg, tmp_path / "ckpt"
+    )
     assert result.metrics["unk_rate"] == 0.0
 
 
@@ -193,7 +195,9 @@ def test_pretraining_names_a_missing_nsp_head_and_pooler(no_pooler_dir, tmp_path
 
     model_cfg, cfg = configs(max_steps=1, save_steps=100, nsp=True)
     model_cfg = dataclasses.replace(model_cfg, base=str(no_pooler_dir), tokenizer=None)
-    run_pretraining(write_pairs(tmp_path / "pairs"), model_cfg, cfg, tmp_path / "ckpt")
+    run_pretraining(
+        pretraining_data(write_pairs(tmp_path / "pairs"), model_cfg, cfg), model_cfg, cfg, tmp_path / "ckpt"
+    )
     line = next(x for x in capsys.readouterr().err.splitlines() if "start random" in x)
     # the MLM decoder is tied to the word embeddings (loaded), its bias to cls.predictions.bias (one tensor)
     assert line == (

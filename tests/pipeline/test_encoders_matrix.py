@@ -281,8 +281,12 @@ def data(tmp_path_factory) -> dict:
     for name, n in (("train.jsonl", 48), ("heldout.jsonl", 8)):
         rows = [{"a": texts[i % len(texts)], "b": texts[(i * 7 + 3) % len(texts)], "label": i % 2} for i in range(n)]
         (pairs / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # documents for the packed MLM blocks (nsp: false): two corpora of corpus sentences
+    docs = [{"id": f"d{i}", "domain": ("a", "b")[i % 2], "sentences": texts[i::12]} for i in range(12)]
+    (root / "documents.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     return {
         "pairs": pairs,
+        "documents": root / "documents.jsonl",
         "ner": prepare(learnable_ner_files(root / "raw"), "bc5cdr", root / "prepared" / "bc5cdr"),
         "cite": prepare(learnable_scicite_files(root / "raw"), "scicite", root / "prepared" / "scicite"),
     }
@@ -294,6 +298,28 @@ def params_file(tmp_path, model_dir, **pretrain) -> str:
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
     return str(path)
+
+
+def pretrain_argv(data, tmp_path, params: str, tag: str) -> list[str]:
+    """The pretrain stage's arguments, after the pretrain_data stage has tokenised the examples."""
+    import importlib
+
+    out = tmp_path / f"pretrain_data{tag}"
+    importlib.import_module("stages.pretrain_data").main(
+        [
+            *("--pairs", str(data["pairs"]), "--docs", str(data["documents"])),
+            *("--out", str(out)),
+            "--metrics",
+            str(out) + ".json",
+            "--params",
+            params,
+        ]
+    )
+    return [
+        *("--data", str(out), "--out", str(tmp_path / f"adapted{tag}")),
+        *("--checkpoints", str(tmp_path / f"ckpt{tag}"), "--metrics", str(tmp_path / f"m{tag}.json")),
+        *("--plots", str(tmp_path / f"plots{tag}"), "--params", params),
+    ]
 
 
 def finetune(kind: str, model_dir, data_dir, work, **extra):
@@ -340,11 +366,7 @@ def test_matrix(encoders, data, arch, tmp_path, capsys):
     assert (tmp_path / "baseline" / "model.safetensors").is_file()
     # pretrain: MLM alone (+ NSP where the model has it)
     for nsp in (False, True):
-        argv = [
-            *("--pairs", str(data["pairs"]), "--out", str(tmp_path / f"adapted{nsp}")),
-            *("--checkpoints", str(tmp_path / f"ckpt{nsp}"), "--metrics", str(tmp_path / f"m{nsp}.json")),
-            *("--plots", str(tmp_path / f"plots{nsp}"), "--params", params_file(tmp_path, model_dir, nsp=nsp)),
-        ]
+        argv = pretrain_argv(data, tmp_path, params_file(tmp_path, model_dir, nsp=nsp), str(nsp))
         if nsp and arch != "bert":
             with pytest.raises(MinisciError, match=f"set pretrain.nsp: false for {arch}$"):
                 pretrain.main(argv)
@@ -352,7 +374,8 @@ def test_matrix(encoders, data, arch, tmp_path, capsys):
         pretrain.main(argv)
         metrics = json.loads((tmp_path / f"m{nsp}.json").read_text())
         assert metrics["after"]["masked_tokens"] > 0
-        assert (metrics["after"]["nsp_accuracy"] is None) == (arch != "bert")
+        assert (metrics["after"]["nsp_accuracy"] is None) == (not nsp)  # packed blocks have no NSP to score
+        assert ("blocks" if not nsp else "pairs") in metrics["train"]
     adapted = tmp_path / "adaptedFalse"
     # both NER heads and classification, from the adapted model; `minisci ner` / `cite` on long texts
     n_pieces = len(tokenizer_of(adapted)(LONG_TEXT)["input_ids"])
@@ -393,11 +416,7 @@ def test_64_position_model_is_refused_in_one_line_naming_the_length(data, tmp_pa
 
     model_dir = build_encoder("bert", tmp_path / "bert64", positions=64)
     pretrain = importlib.import_module("stages.pretrain")
-    argv = [
-        *("--pairs", str(data["pairs"]), "--out", str(tmp_path / "a"), "--checkpoints", str(tmp_path / "c")),
-        *("--metrics", str(tmp_path / "m.json"), "--plots", str(tmp_path / "p")),
-        *("--params", params_file(tmp_path, model_dir, max_seq_length=128)),
-    ]
+    argv = pretrain_argv(data, tmp_path, params_file(tmp_path, model_dir, max_seq_length=128), "")
     with pytest.raises(MinisciError, match="max_seq_length"):
         pretrain.main(argv)
 

@@ -1,10 +1,13 @@
 """MLM-only packing: full blocks, one corpus per block, held-out documents only in held-out blocks,
 written as memory-mapped Arrow shards."""
 
+import json
+
 import pytest
 from conftest import TINY_MODEL, tiny_params
 
 from minisci.config import MakePairsConfig, ModelConfig, from_dict
+from minisci.pretrain.data import heldout_ids
 from minisci.pretrain.model import load_tokenizer
 from minisci.pretrain.packing import build_packed_shards, load_shards, pack_corpus, packed_blocks
 
@@ -46,13 +49,17 @@ def test_no_block_spans_two_corpora(tokenizer):
 def test_no_block_spans_corpora_and_heldout_text_stays_out_of_training(tmp_path, tokenizer):
     alpha, beta = tokenizer.convert_tokens_to_ids(["alpha", "beta"])
     corpus = docs("a", "alpha", 30) + docs("b", "beta", 30)
+    (tmp_path / "documents.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus))
     split = from_dict(MakePairsConfig, {**tiny_params()["make_pairs"], "heldout_doc_fraction": 0.2}, "make_pairs")
-    counts = build_packed_shards(corpus, tokenizer, 16, split, tmp_path)
+    held_ids, n_docs = heldout_ids(tmp_path / "documents.jsonl", split)
+    assert n_docs == 60 and len(held_ids) == 12  # make_pairs's split: a fifth of the documents
+    counts = build_packed_shards(tmp_path / "documents.jsonl", tokenizer, 16, held_ids, tmp_path)
     train, held = load_shards(tmp_path / "train"), load_shards(tmp_path / "heldout")
     assert counts["train"]["blocks"] == len(train) and counts["train"]["tokens"] == 16 * len(train)
     for row in train:
         assert not (alpha in row["input_ids"] and beta in row["input_ids"])  # one corpus per block
         assert {d[0] for d in row["docs"]} == {row["corpus"]}
     held_docs = {d for row in held for d in row["docs"]}
+    assert held_docs <= held_ids
     assert held_docs and not held_docs & {d for row in train for d in row["docs"]}
     assert set(train.column_names) >= {"input_ids", "token_type_ids", "next_sentence_label", "length", "idx"}

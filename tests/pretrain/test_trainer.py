@@ -9,7 +9,7 @@ import time
 
 import pytest
 import torch
-from helpers import configs, run_ok, stage_cmd, write_pairs, write_params
+from helpers import configs, pretraining_data, run_ok, stage_cmd, write_pairs, write_params
 
 from minisci.pretrain.model import load_pretraining_model
 from minisci.pretrain.trainer import lr_lambdas, run_pretraining
@@ -25,7 +25,9 @@ def test_lr_schedule_holds_the_encoder_during_head_warmup():
 
 def test_head_warmup_leaves_the_encoder_untouched(tmp_path):
     model_cfg, cfg = configs(max_steps=3, head_warmup_steps=3, save_steps=100)
-    result = run_pretraining(write_pairs(tmp_path / "pairs"), model_cfg, cfg, tmp_path / "ckpt")
+    result = run_pretraining(
+        pretraining_data(write_pairs(tmp_path / "pairs"), model_cfg, cfg), model_cfg, cfg, tmp_path / "ckpt"
+    )
     initial, _ = load_pretraining_model(model_cfg, 30522, cfg.seed)  # same seed -> same init
     trained = dict(result.model.named_parameters())
     for name, p in initial.named_parameters():

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 from conftest import TINY_MODEL
-from helpers import configs, run_ok, stage_cmd, write_pairs, write_params
+from helpers import configs, pretraining_data, run_ok, stage_cmd, write_pairs, write_params
 
 from minisci.config import ModelConfig, PretrainConfig, from_dict
 from minisci.errors import ConfigError
@@ -88,14 +88,18 @@ def test_stage_saves_extended_vocabulary_with_the_model(tmp_path):
 def test_default_leaves_vocabulary_and_metrics_as_they_were(tmp_path):
     model_cfg, cfg = configs(max_steps=1, head_warmup_steps=0, save_steps=100)
     assert (cfg.nsp, cfg.vocab_extension) == (True, 0)
-    result = run_pretraining(write_pairs(tmp_path / "pairs"), model_cfg, cfg, tmp_path / "ckpt")
+    result = run_pretraining(
+        pretraining_data(write_pairs(tmp_path / "pairs"), model_cfg, cfg), model_cfg, cfg, tmp_path / "ckpt"
+    )
     assert len(result.tokenizer) == 30522 and result.model.config.vocab_size == 30522
     assert "vocab" not in result.metrics
 
 
 def test_mlm_only_leaves_nsp_head_and_pooler_untouched(tmp_path):
     model_cfg, cfg = configs(max_steps=3, head_warmup_steps=0, save_steps=100, logging_steps=1, nsp=False)
-    result = run_pretraining(write_pairs(tmp_path / "pairs"), model_cfg, cfg, tmp_path / "ckpt")
+    result = run_pretraining(
+        pretraining_data(write_pairs(tmp_path / "pairs"), model_cfg, cfg), model_cfg, cfg, tmp_path / "ckpt"
+    )
     initial, _ = load_pretraining_model(model_cfg, 30522, cfg.seed)  # same seed -> same init
     trained = dict(result.model.named_parameters())
     for name, p in initial.named_parameters():

@@ -19,13 +19,10 @@ writes the shards, and DVC caches its output by its inputs.
 
 from __future__ import annotations
 
-import random
+import functools
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-
-from minisci.config import MakePairsConfig
-from minisci.data.pairs import split_documents
 
 TOKENIZE_BATCH = 256  # documents per tokenizer call (the fast tokenizer batches in Rust)
 
@@ -39,7 +36,7 @@ def pack_corpus(docs: Iterable[dict], tokenizer, block_size: int) -> Iterator[di
 
     def flush(batch):
         texts = [" ".join(d["sentences"]) for d in batch]
-        for d, ids in zip(batch, tokenizer(texts, add_special_tokens=False)["input_ids"]):
+        for d, ids in zip(batch, tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]):
             buffer.extend([*ids, sep])
             owners.extend([d["id"]] * (len(ids) + 1))
         while len(buffer) >= n:
@@ -58,12 +55,15 @@ def pack_corpus(docs: Iterable[dict], tokenizer, block_size: int) -> Iterator[di
         yield from flush(batch)
 
 
-def packed_blocks(docs: list[dict], tokenizer, block_size: int) -> Iterator[dict]:
-    """Every corpus packed on its own (in order of first appearance), rows ready for the trainer."""
-    corpora = list(dict.fromkeys(d.get("domain", "corpus") for d in docs))
+def packed_blocks(docs, tokenizer, block_size: int) -> Iterator[dict]:
+    """Every corpus packed on its own (in order of first appearance), rows ready for the trainer.
+    ``docs``: a list of documents, or a function that gives a fresh stream of them (read once for
+    the corpora, then once per corpus: a file is never held in memory)."""
+    stream = docs if callable(docs) else (lambda: iter(docs))
+    corpora = list(dict.fromkeys(d.get("domain", "corpus") for d in stream()))
     idx = 0
     for corpus in corpora:
-        for block in pack_corpus((d for d in docs if d.get("domain", "corpus") == corpus), tokenizer, block_size):
+        for block in pack_corpus((d for d in stream() if d.get("domain", "corpus") == corpus), tokenizer, block_size):
             yield {
                 "input_ids": block["input_ids"],
                 "token_type_ids": [0] * block_size,
@@ -74,6 +74,13 @@ def packed_blocks(docs: list[dict], tokenizer, block_size: int) -> Iterator[dict
                 "docs": block["docs"],
             }
             idx += 1
+
+
+def part_documents(documents: str, held: frozenset[str], part: str) -> Iterator[dict]:
+    """The training (``part="train"``) or held-out documents of a documents file, streamed."""
+    from minisci.pretrain.data import iter_documents
+
+    return (d for d in iter_documents(documents) if (d["id"] in held) == (part == "heldout"))
 
 
 def _features():
@@ -92,27 +99,32 @@ def _features():
     )
 
 
-def build_packed_shards(docs: list[dict], tokenizer, block_size: int, split: MakePairsConfig, out: str | Path) -> dict:
-    """``out/train`` and ``out/heldout`` as Arrow datasets of packed blocks; returns counts per corpus.
-    The held-out documents are ``make_pairs``'s (same fraction, same seeded split)."""
+def build_packed_shards(
+    documents: str | Path, tokenizer, block_size: int, held: frozenset[str], out: str | Path
+) -> dict:
+    """``out/train`` and ``out/heldout`` as Arrow datasets of packed blocks, streamed from the
+    documents file; ``held``: the held-out document ids (``make_pairs``'s split). Counts per corpus."""
     import datasets
 
-    train_docs, held_docs = split_documents(docs, split.heldout_doc_fraction, random.Random(f"{split.seed}-split"))
     counts = {}
-    for name, part in (("train", train_docs), ("heldout", held_docs)):
+    for name in ("train", "heldout"):
         with tempfile.TemporaryDirectory() as cache:  # not the user's datasets cache: the output is the cache
             ds = datasets.Dataset.from_generator(
                 packed_blocks,
-                # a tuple: datasets would shard a list argument over generator calls
-                gen_kwargs={"docs": tuple(part), "tokenizer": tokenizer, "block_size": block_size},
+                gen_kwargs={
+                    "docs": functools.partial(part_documents, str(documents), held, name),
+                    "tokenizer": tokenizer,
+                    "block_size": block_size,
+                },
                 features=_features(),
                 cache_dir=cache,
             )
             ds.save_to_disk(str(Path(out) / name))
         ds = load_shards(Path(out) / name)
         counts[name] = {"blocks": len(ds), "tokens": len(ds) * block_size}
-        for corpus in sorted(set(ds["corpus"])):
-            counts[name][f"blocks_{corpus}"] = sum(c == corpus for c in ds["corpus"])
+        corpora = [c for batch in ds.select_columns("corpus").iter(batch_size=10_000) for c in batch["corpus"]]
+        for corpus in sorted(set(corpora)):
+            counts[name][f"blocks_{corpus}"] = corpora.count(corpus)
     return counts
 
 

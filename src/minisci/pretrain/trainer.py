@@ -1,6 +1,7 @@
 """The ``pretrain`` stage: continued MLM + NSP pretraining of a BERT encoder.
 
-Phases: 1. load pairs, optionally extend the vocabulary with frequent domain words, and tokenise;
+Phases: 1. the examples and the tokenizer, tokenised once by the ``pretrain_data`` stage
+(:mod:`minisci.pretrain.data`: NSP pairs, or packed blocks for MLM only) and memory-mapped here;
 2. load the model (random heads for all-MiniLM-L6-v2; new word embeddings from their pieces);
 3. evaluate the base model on held-out pairs; 4. train with the Hugging Face Trainer (resuming
 from the newest complete checkpoint of the same configuration); 5. evaluate the adapted model.
@@ -9,10 +10,10 @@ Head warm-up: for the first ``head_warmup_steps`` steps the encoder's learning r
 the (randomly initialised) heads learn, so their random gradients do not wreck the encoder. This is
 done with per-group learning-rate schedules rather than ``requires_grad``, which would break DDP.
 
-MLM only (``nsp: false``): the loss is the MLM loss alone, and the NSP classifier and the pooler
-(which only NSP reads here) are frozen from the start, so they stay exactly as loaded and DDP never
-waits for their gradients. The pairs and their NSP labels are still read; the held-out NSP
-accuracy is still reported (that of the untrained head).
+MLM only (``nsp: false``): the examples are packed blocks of contiguous text, the loss is the MLM
+loss alone, and a BERT's NSP classifier and pooler (which only NSP reads here) are frozen from the
+start, so they stay exactly as loaded and DDP never waits for their gradients. No NSP accuracy is
+reported (there are no pairs to score).
 """
 
 from __future__ import annotations
@@ -28,16 +29,14 @@ from transformers import Trainer
 
 from minisci.batching import length_batches
 from minisci.config import ModelConfig, PretrainConfig
-from minisci.errors import DataFormatError
-from minisci.io import iter_jsonl, sha256_file
-from minisci.pretrain.collator import EpochCallback, MlmNspCollator, encode_pair
-from minisci.pretrain.model import is_head_parameter, load_pretraining_model, load_tokenizer
-from minisci.pretrain.vocab import add_tokens, init_new_embeddings, plan_extension
+from minisci.pretrain.collator import EpochCallback, MlmNspCollator
+from minisci.pretrain.data import load_pretraining_data
+from minisci.pretrain.model import is_head_parameter, load_pretraining_model
+from minisci.pretrain.vocab import init_new_embeddings
 from minisci.progress import scoring, use_stage_progress
 from minisci.training import (
     RUN_METRICS,
     check_at_load,
-    check_unk_rate,
     checkpoint_to_resume,
     keep_run_metrics,
     live_callback,
@@ -50,48 +49,6 @@ from minisci.training import (
 
 NSP_ONLY_PREFIXES = ("cls.seq_relationship.", "bert.pooler.")  # parameters only the NSP loss trains
 CURVE_KEYS = ("loss", "mlm_loss", "nsp_loss", "learning_rate", "head_learning_rate", "tokens_per_second", "grad_norm")
-
-
-# 1. data ------------------------------------------------------------------------------------------
-
-
-def read_pairs(path: str | Path) -> list[dict]:
-    rows = []
-    for lineno, obj in iter_jsonl(path):
-        if not (isinstance(obj.get("a"), str) and isinstance(obj.get("b"), str) and obj.get("label") in (0, 1)):
-            raise DataFormatError(path, lineno, "expected {'a': str, 'b': str, 'label': 0 or 1}")
-        rows.append(obj)
-    if not rows:
-        raise DataFormatError(path, None, "no pairs")
-    return rows
-
-
-def encode_batch(batch: dict, indices: list[int], tokenizer, max_length: int) -> dict:
-    a = tokenizer(batch["a"], add_special_tokens=False)["input_ids"]
-    b = tokenizer(batch["b"], add_special_tokens=False)["input_ids"]
-    enc = [encode_pair(x, y, tokenizer.cls_token_id, tokenizer.sep_token_id, max_length) for x, y in zip(a, b)]
-    return {
-        "input_ids": [e["input_ids"] for e in enc],
-        "token_type_ids": [e["token_type_ids"] for e in enc],
-        "next_sentence_label": batch["label"],
-        "length": [len(e["input_ids"]) for e in enc],  # for length-grouped batches
-        "idx": indices,  # stable example id: its masks depend on it, not on batch order
-    }
-
-
-def tokenize_pairs(rows: list[dict], tokenizer, max_length: int):
-    """A ``datasets.Dataset`` of encoded pairs (input_ids, token_type_ids, next_sentence_label, length, idx)."""
-    import datasets
-
-    ds = datasets.Dataset.from_dict({k: [r[k] for r in rows] for k in ("a", "b", "label")})
-    return ds.map(
-        encode_batch,
-        batched=True,
-        with_indices=True,
-        remove_columns=["a", "b", "label"],
-        fn_kwargs={"tokenizer": tokenizer, "max_length": max_length},
-        desc="tokenising pairs",
-    )
 
 
 # 2. the trainer -------------------------------------------------------------------------------------
@@ -195,8 +152,9 @@ class PretrainTrainer(Trainer):
 
 
 @torch.inference_mode()
-def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict:
-    """MLM accuracy and perplexity over masked tokens, NSP accuracy, on held-out pairs.
+def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig, unit: str = "pairs") -> dict:
+    """MLM accuracy and perplexity over masked tokens, NSP accuracy, on held-out pairs (``unit``
+    "pairs"), or MLM alone on held-out packed blocks ("blocks").
 
     Masks come from a generator seeded from params and batches are length-sorted, so the base and
     the adapted model are scored on exactly the same masked inputs.
@@ -216,7 +174,7 @@ def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict
         mlm_sum += float(torch.nn.functional.cross_entropy(mlm_logits, mlm_labels, reduction="sum"))
         mlm_correct += int((mlm_logits.argmax(-1) == mlm_labels).sum())
         n_masked += len(mlm_labels)
-        if nsp_logits is None:  # MLM-only model: no NSP to score
+        if nsp_logits is None or unit != "pairs":  # MLM-only model or packed blocks: no NSP to score
             nsp_sum = nsp_correct = math.nan
             continue
         nsp_sum += float(torch.nn.functional.cross_entropy(nsp_logits, nsp_labels, reduction="sum"))
@@ -229,7 +187,7 @@ def evaluate_pretraining(model, dataset, tokenizer, cfg: PretrainConfig) -> dict
         "nsp_accuracy": None if math.isnan(nsp_correct) else round(nsp_correct / n, 4),
         "nsp_loss": None if math.isnan(nsp_sum) else round(nsp_sum / n, 4),
         "masked_tokens": n_masked,
-        "pairs": n,
+        unit: n,
     }
 
 
@@ -250,12 +208,14 @@ class PretrainResult:
     metrics: dict
     log_history: list[dict]
     is_main_process: bool
+    unit: str = "pairs"  # the examples: NSP "pairs" or packed "blocks"
+    data_summary: str = ""  # what the model card says it was trained on
 
 
 def run_pretraining(
-    pairs_dir: str | Path, model_cfg: ModelConfig, cfg: PretrainConfig, ckpt_dir: str | Path
+    data_dir: str | Path, model_cfg: ModelConfig, cfg: PretrainConfig, ckpt_dir: str | Path
 ) -> PretrainResult:
-    pairs_dir = Path(pairs_dir)
+    """Pretrains on the examples of ``data_dir`` (written by :func:`minisci.pretrain.data.build_pretraining_data`)."""
     start = time.perf_counter()
     args = training_arguments(
         ckpt_dir,
@@ -272,27 +232,22 @@ def run_pretraining(
         save_total_limit=cfg.save_total_limit,
         eval_batch_size=cfg.eval_batch_size,
     )
-    # 1. data; new whole-word tokens before tokenising, so the pairs use them
-    tokenizer = load_tokenizer(model_cfg)
-    base_vocab_size = len(tokenizer)
-    train_rows = read_pairs(pairs_dir / "train.jsonl")
-    texts = (text for r in train_rows for text in (r["a"], r["b"]))
-    plan = plan_extension(texts, tokenizer, cfg.vocab_extension, cfg.vocab_min_pieces)
-    new_ids = add_tokens(tokenizer, plan) if plan.words else []
-    train_ds = tokenize_pairs(train_rows, tokenizer, cfg.max_seq_length)
-    held_ds = tokenize_pairs(read_pairs(pairs_dir / "heldout.jsonl"), tokenizer, cfg.max_seq_length)
+    # 1. data: tokenised once for every seed, memory-mapped
+    data = load_pretraining_data(data_dir, cfg)
+    tokenizer, train_ds, held_ds, unit = data.tokenizer, data.train, data.heldout, data.layout
 
     # 2. model, checked against the lengths and the text; checkpoints of this exact configuration only
-    model, random_heads = load_pretraining_model(model_cfg, base_vocab_size, cfg.seed, nsp=cfg.nsp)
+    model, random_heads = load_pretraining_model(model_cfg, data.manifest["base_vocab_size"], cfg.seed, nsp=cfg.nsp)
     check_at_load(model.config, tokenizer, {"pretrain.max_seq_length": cfg.max_seq_length}, model_cfg.base)
-    unk = check_unk_rate(tokenizer, [text for r in train_rows for text in (r["a"], r["b"])], "pretrain")
     if model_cfg.base != "scratch":  # a scratch model is random throughout, by definition
         report_random_init(model, random_heads, "pretrain", model_cfg.base)
-    if new_ids:
-        init_new_embeddings(model, new_ids, plan, len(tokenizer))
+    if data.plan.words:
+        init_new_embeddings(model, data.new_ids, data.plan, len(tokenizer))
     if not cfg.nsp:
         freeze_nsp(model)
-    identity = run_id(dataclasses.asdict(model_cfg), dataclasses.asdict(cfg), sha256_file(pairs_dir / "train.jsonl"))
+    # the examples' source (for pairs the hash of the pairs file, as before the data were tokenised
+    # in their own stage), so a checkpoint of the same run on the same examples is resumed
+    identity = run_id(dataclasses.asdict(model_cfg), dataclasses.asdict(cfg), data.manifest["source_sha256"])
     with args.main_process_first(desc="checkpoint bookkeeping"):
         resume = checkpoint_to_resume(ckpt_dir, identity) if args.process_index == 0 else None
     if args.world_size > 1:  # every rank resumes from the checkpoint rank 0 chose
@@ -301,7 +256,7 @@ def run_pretraining(
         resume = Path(obj[0]) if obj[0] else None
 
     # 3. the base model before training (every rank computes it; only rank 0 writes)
-    before = evaluate_pretraining(model.to(args.device), held_ds, tokenizer, cfg)
+    before = evaluate_pretraining(model.to(args.device), held_ds, tokenizer, cfg, unit)
 
     # 4. train
     collator = MlmNspCollator(
@@ -328,7 +283,7 @@ def run_pretraining(
     train_seconds = train_or_restore(trainer, resume)  # a finished run's final checkpoint: no further step
 
     # 5. the adapted model
-    after = evaluate_pretraining(trainer.model, held_ds, tokenizer, cfg)
+    after = evaluate_pretraining(trainer.model, held_ds, tokenizer, cfg, unit)
     state = trainer.state
     metrics = {
         "seed": cfg.seed,
@@ -341,7 +296,7 @@ def run_pretraining(
         "train": {
             "steps": state.global_step,
             "epochs": round(state.epoch or 0.0, 3),
-            "pairs": len(train_ds),
+            unit: len(train_ds),
             "tokens_seen": int(state.num_input_tokens_seen),
             "final_loss": next((e["loss"] for e in reversed(state.log_history) if "loss" in e), None),
             "resumed_from_step": int(resume.name.split("-")[1]) if resume else 0,
@@ -350,12 +305,20 @@ def run_pretraining(
             "world_size": args.world_size,
             "random_head_weights": len(random_heads),
         },
-        "unk_rate": unk,
+        "unk_rate": data.manifest["unk_rate"],
         "environment": run_environment(cfg.precision),
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
-    if plan.words:  # only then: the default run's metrics keep their keys
-        metrics["vocab"] = {"added_tokens": len(plan.words), "most_frequent": list(plan.words[:10])}
+    if data.plan.words:  # only then: the default run's metrics keep their keys
+        metrics["vocab"] = {"added_tokens": len(data.plan.words), "most_frequent": list(data.plan.words[:10])}
     if trainer.is_world_process_zero():  # a forced rerun keeps the trained run's timings
         metrics = keep_run_metrics(metrics, Path(ckpt_dir) / RUN_METRICS)
-    return PretrainResult(trainer.model, tokenizer, metrics, state.log_history, trainer.is_world_process_zero())
+    m = data.manifest
+    summary = (
+        f"{len(train_ds)} sentence pairs from {m['source']}"
+        if unit == "pairs"
+        else f"{len(train_ds)} packed blocks of {m['max_seq_length']} word pieces from {m['source']}"
+    )
+    return PretrainResult(
+        trainer.model, tokenizer, metrics, state.log_history, trainer.is_world_process_zero(), unit, summary
+    )

@@ -748,7 +748,9 @@ def write_compare_plots(data: dict, plots_dir: Path, out: Path) -> None:
                 dst = out / task / arm / f"{curve}.tsv"
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 # a task that did not run gets a header only, so the declared plot stays valid
-                dst.write_text(with_dataset_column(src.read_text(), first) if first and src.is_file() else f"step\t{curve}\n")
+                dst.write_text(
+                    with_dataset_column(src.read_text(), first) if first and src.is_file() else f"step\t{curve}\n"
+                )
     for arm in ARMS:
         per_type = [
             {"item": f"{ds}/{item}", "f1": v["f1"]}

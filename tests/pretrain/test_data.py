@@ -1,0 +1,111 @@
+"""The pretrain_data stage: the examples tokenised once (pairs or packed blocks), memory-mapped,
+with their tokenizer and word pieces per corpus; bad input stops in one line with no output."""
+
+import json
+import subprocess
+import sys
+
+import datasets
+import pytest
+import yaml
+from conftest import REPO, tiny_params
+from helpers import configs, pretraining_data, write_pairs
+
+from minisci.config import PretrainConfig, from_dict
+from minisci.errors import DataFormatError, MinisciError
+from minisci.pretrain.data import load_pretraining_data, read_pairs, tokenize_pairs
+from minisci.pretrain.model import load_tokenizer
+
+STAGE = str(REPO / "stages" / "pretrain_data.py")
+
+
+def test_pairs_are_tokenised_as_the_trainer_did_and_counted_per_corpus(tmp_path):
+    model_cfg, cfg = configs()
+    pairs = write_pairs(tmp_path / "pairs")
+    data = load_pretraining_data(pretraining_data(pairs, model_cfg, cfg), cfg)
+    tokenizer = load_tokenizer(model_cfg)
+    for name, ds in (("train", data.train), ("heldout", data.heldout)):
+        # the same rows and features as tokenising the pairs in memory: a checkpoint of that run resumes
+        direct = tokenize_pairs(read_pairs(pairs / f"{name}.jsonl"), tokenizer, cfg.max_seq_length)
+        assert ds.features == direct.features and ds.to_dict() == direct.to_dict()
+        assert data.manifest[name]["tokens"] == sum(direct["length"])
+    assert data.train.cache_files  # memory-mapped from the folder, not held in memory
+    m = data.manifest
+    assert (m["layout"], m["train"]["examples"], m["heldout"]["examples"]) == ("pairs", 160, 32)
+    assert m["built_with"]["nsp"] is True and m["base_vocab_size"] == len(tokenizer)
+    docs = [json.loads(line) for line in (pairs / "documents.jsonl").read_text().splitlines()]
+    for corpus, c in m["corpora"].items():
+        mine = [d for d in docs if d["domain"] == corpus]
+        assert c["train_documents"] + c["heldout_documents"] == len(mine)
+        pieces = sum(len(tokenizer(" ".join(d["sentences"]), add_special_tokens=False)["input_ids"]) for d in mine)
+        assert c["train_tokens"] + c["heldout_tokens"] == pieces
+    assert set(m["corpora"]) == {"bio", "gen"}
+
+
+def test_mlm_only_reads_full_packed_blocks(tmp_path):
+    model_cfg, cfg = configs(nsp=False, max_seq_length=16)
+    data = load_pretraining_data(pretraining_data(write_pairs(tmp_path / "pairs"), model_cfg, cfg), cfg)
+    assert data.layout == "blocks" and len(data.train) > 10 and len(data.heldout) > 0
+    assert all(len(ids) == 16 for ids in data.train["input_ids"])
+    assert set(data.train["corpus"]) == {"bio", "gen"}
+    assert not {d for docs in data.heldout["docs"] for d in docs} & {d for docs in data.train["docs"] for d in docs}
+
+
+def test_data_built_for_other_params_is_refused_in_one_line(tmp_path):
+    model_cfg, cfg = configs()
+    folder = pretraining_data(write_pairs(tmp_path / "pairs"), model_cfg, cfg)
+    _, mlm = configs(nsp=False)
+    with pytest.raises(MinisciError, match=r"built with pretrain\.nsp: True.*rebuild it") as e:
+        load_pretraining_data(folder, mlm)
+    assert "\n" not in str(e.value)
+    with pytest.raises(MinisciError, match="no manifest.json"):
+        load_pretraining_data(tmp_path, cfg)
+
+
+def test_a_malformed_pair_names_file_and_line_and_leaves_no_output(tmp_path):
+    pairs = write_pairs(tmp_path / "pairs")
+    lines = (pairs / "train.jsonl").read_text().splitlines()
+    lines[6] = json.dumps({"a": "only one side", "label": 1})
+    (pairs / "train.jsonl").write_text("\n".join(lines) + "\n")
+    model_cfg, cfg = configs()
+    with pytest.raises(DataFormatError, match=r"train.jsonl:7: expected \{'a': str"):
+        pretraining_data(pairs, model_cfg, cfg, tmp_path / "direct")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(tiny_params()))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, STAGE, "--pairs", str(pairs), "--docs", str(pairs / "documents.jsonl")]
+        + ["--out", str(out), "--metrics", str(tmp_path / "m.json"), "--params", str(params)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "train.jsonl:7" in proc.stderr
+    assert not out.exists() and not (tmp_path / "m.json").exists()
+
+
+def test_the_stage_writes_metrics_per_corpus_and_a_tokenizer_the_trainer_loads(tmp_path):
+    pairs = write_pairs(tmp_path / "pairs")
+    rows = [json.loads(line) for line in (pairs / "train.jsonl").read_text().splitlines()]
+    (pairs / "train.jsonl").write_text(
+        "".join(json.dumps({**r, "a": r["a"] + " Nephrotoxicity followed hepatotoxicity."}) + "\n" for r in rows)
+    )
+    p = tiny_params({"pretrain": {"vocab_extension": 2}})
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(p))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, STAGE, "--pairs", str(pairs), "--docs", str(pairs / "documents.jsonl")]
+        + ["--out", str(out), "--metrics", str(tmp_path / "m.json"), "--params", str(params)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pretrain_data: 160 training pairs" in proc.stdout
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["vocab"] == {"added_tokens": 2, "most_frequent": ["hepatotoxicity", "nephrotoxicity"]}
+    assert set(m["corpora"]) == {"bio", "gen"}
+    run = {k: v for k, v in p["pretrain"].items() if k not in ("seeds", "seed_design")} | {"seed": 13}
+    data = load_pretraining_data(out, from_dict(PretrainConfig, run, "pretrain"))
+    assert len(data.tokenizer) == m["base_vocab_size"] + 2 and len(data.new_ids) == 2
+    assert isinstance(data.train, datasets.Dataset)
