@@ -56,8 +56,23 @@ def test_fingerprint_stage_runs_first_and_always():
     assert [next(iter(o)) for o in stage["outs"]] == ["data/fingerprints"]
     scripts = {p.stem for p in (REPO / "stages").glob("*.py")} - {FINGERPRINT_STAGE}
     assert scripts == set(STAGES) - {FINGERPRINT_STAGE}
-    for name in ("base_model", "pretrain"):
+    for name in ("base_model", "pretrain_data", "pretrain"):
         assert "data/fingerprints/model_base.json" in deps(STAGES[name])
+
+
+def test_pretraining_data_depends_on_exactly_the_params_its_folder_is_built_with():
+    """The examples are tokenised once for every seed: a change of a training knob (learning rate,
+    seeds) does not tokenise again, and a change of what the examples are (objective, length,
+    vocabulary, the held-out split, the model) does. The folder records the same keys, and the
+    trainer refuses one built with others."""
+    from minisci.pretrain.data import BUILT_WITH
+
+    listed = set(STAGES["pretrain_data"]["params"])
+    assert listed == {"model", "make_pairs.heldout_doc_fraction", "make_pairs.seed"} | {
+        f"pretrain.{k}" for k in BUILT_WITH
+    }
+    assert {"data/pairs", "data/corpus/documents.jsonl"} <= deps(STAGES["pretrain_data"])
+    assert "data/pretrain" in deps(STAGES["pretrain"]) and "data/pairs" not in deps(STAGES["pretrain"])
 
 
 # Keys that only shape a stage's matrix or foreach (which datasets or seeds run), not what any one

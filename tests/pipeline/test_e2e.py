@@ -36,9 +36,12 @@ def test_dvc_repro_make_pairs_then_pretrain(tmp_path):
     dag = run(["dvc", "dag", "make_pairs"], proj).stdout
     assert all(s in dag for s in ("fetch_data", "sample_corpus", "make_pairs"))
 
-    # Pretraining the tiny model on those pairs (the heldout pairs are unchanged: 12).
+    # Pretraining the tiny model on those pairs (the heldout pairs are unchanged: 12), tokenised once.
     out = run(["dvc", "repro", "pretrain"], proj).stdout
-    assert "Running stage 'pretrain@13'" in out
+    assert "Running stage 'pretrain_data'" in out and "Running stage 'pretrain@13'" in out
+    data = json.loads((proj / "metrics/pretrain_data.json").read_text())
+    assert (data["layout"], data["train"]["examples"], data["heldout"]["examples"]) == ("pairs", 70, 12)
+    assert set(data["corpora"]) == {"biomedical", "general"}
     m = json.loads((proj / "metrics/pretrain/13.json").read_text())
     assert m["seed"] == 13 and m["train"]["steps"] == 12 and m["after"]["pairs"] == 12
     assert (proj / "models/adapted/13/model.safetensors").is_file()
@@ -47,6 +50,12 @@ def test_dvc_repro_make_pairs_then_pretrain(tmp_path):
     # The persist checkpoint directory survives, and a re-run of a finished run does nothing.
     assert any((proj / "models/pretrain_checkpoints/13").glob("checkpoint-*"))
     assert "Running stage 'pretrain@13'" not in run(["dvc", "repro", "pretrain"], proj).stdout
+    # A training knob reruns pretraining on the same tokenised examples.
+    p = yaml.safe_load((proj / "params.yaml").read_text())
+    p["pretrain"]["learning_rate"] *= 2
+    (proj / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    status = run(["dvc", "status", "--with-deps", "pretrain@13"], proj).stdout
+    assert "pretrain@13" in status and "pretrain_data" not in status
     shown = run(["dvc", "plots", "show", "--json"], proj).stdout
     assert "loss.tsv" in shown
 

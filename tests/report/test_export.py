@@ -231,3 +231,24 @@ def test_tiny_pipeline_conll_gives_the_stage_f1_and_plots_overlay_the_arms(tiny_
         assert len(names) == 2 and {"baseline", "adapted"} == {
             a for a in ("baseline", "adapted") for n in names if a in n
         }
+
+
+def test_the_corpus_table_gives_each_corpus_its_sample_guard_and_word_pieces():
+    sample = {
+        "corpora": {
+            "bio": {"sampled_docs": 3, "sampled_sentences": 9, "sampled_words": 90, "excluded_total": 2}
+            | {"excluded_own_check_per_dataset": {"ner1": 2, "cls": 0}},
+            "law": {"sampled_docs": 1, "sampled_sentences": 2, "sampled_words": 20, "excluded_total": 0},
+        }
+    }
+    examples = {
+        "layout": "pairs",
+        "train": {"examples": 60, "tokens": 1234},
+        "heldout": {"examples": 12, "tokens": 200},
+        "corpora": {"bio": {"train_tokens": 100, "heldout_tokens": 20}},
+    }
+    rows = export.corpus_rows(sample, examples)
+    assert "| bio | 3 | 9 | 90 | 120 | 2 (ner1 2) |" in rows
+    assert "| law | 1 | 2 | 20 | – | 0 |" in rows  # no count for a corpus the tokenised data lack
+    assert any("60 for training (1,234 word pieces), 12 held out" in r for r in rows)
+    assert export.corpus_rows({}, examples) == []

@@ -223,6 +223,8 @@ def collect(
         "pretrain": {seed: _read_json(metrics_dir / "pretrain" / f"{seed}.json") for seed in pretrain_seeds},
         "sample_corpus": _read_json(metrics_dir / "sample_corpus.json"),
         "make_pairs": _read_json(metrics_dir / "make_pairs.json"),
+        # word pieces per corpus; absent in a workspace whose pretraining predates the pretrain_data stage
+        "pretrain_data": json.loads(pd.read_text()) if (pd := metrics_dir / "pretrain_data.json").is_file() else None,
         "embeddings": _read_json(metrics_dir / "finetune_embeddings.json"),
     }
 
@@ -275,8 +277,10 @@ def stage_seconds(data: dict) -> dict:
         for name, key in (
             ("sample_corpus", "sample_corpus"),
             ("make_pairs", "make_pairs"),
+            ("pretrain_data", "pretrain_data"),
             ("finetune_embeddings", "embeddings"),
         )
+        if data.get(key) is not None
     }
     for seed, m in data["pretrain"].items():
         out[f"pretrain@{seed}"] = m.get("wall_seconds")
@@ -548,8 +552,10 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
     if errors:
         lines += ["## Errors", "", *errors]
     e, seeds = data["embeddings"], list(data["pretrain"])
+    lines += corpus_rows(data.get("sample_corpus") or {}, data.get("pretrain_data"))
+    unit = (data.get("pretrain_data") or {}).get("layout", "pairs")
     lines += [
-        "## Pretraining (held-out pairs)",
+        f"## Pretraining (held-out {unit})",
         "",
         f"One run per pretraining seed ({', '.join(map(str, seeds))}); the first seed's encoder is the adapted "
         "encoder of the embeddings, the model cards and serving.",
@@ -570,6 +576,38 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
     lines += ["## Wall time per stage (seconds)", "", "| stage | seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in stage_seconds(data).items()]
     return "\n".join(lines) + "\n"
+
+
+def corpus_rows(sample: dict, examples: dict | None) -> list[str]:
+    """The pretraining corpus, one row per declared corpus: what ``sample_corpus`` sampled and the
+    guard excluded, and the word pieces ``pretrain_data`` counted under the pretraining tokenizer."""
+    corpora = sample.get("corpora") or {}
+    if not corpora:
+        return []
+    pieces = (examples or {}).get("corpora") or {}
+    lines = [
+        "## Pretraining corpus",
+        "",
+        "| corpus | documents | sentences | words | word pieces | excluded by the test-set guard |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, c in corpora.items():
+        n = pieces.get(name)
+        tokens = f"{n['train_tokens'] + n['heldout_tokens']:,}" if n else "–"
+        per_ds = ", ".join(f"{ds} {k}" for ds, k in (c.get("excluded_own_check_per_dataset") or {}).items() if k)
+        excluded = f"{c.get('excluded_total', 0):,}" + (f" ({per_ds})" if per_ds else "")
+        lines.append(
+            f"| {name} | {c.get('sampled_docs', 0):,} | {c.get('sampled_sentences', 0):,} | "
+            f"{c.get('sampled_words', 0):,} | {tokens} | {excluded} |"
+        )
+    if examples:
+        tr, held = examples["train"], examples["heldout"]
+        lines += [
+            "",
+            f"Pretraining examples ({examples['layout']}, tokenised once for every seed): {tr['examples']:,} for "
+            f"training ({tr['tokens']:,} word pieces), {held['examples']:,} held out.",
+        ]
+    return [*lines, ""]
 
 
 # 4. charts and plot data ----------------------------------------------------------------------------------------
