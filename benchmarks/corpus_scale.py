@@ -1,5 +1,7 @@
-"""Corpus scale: wall time and peak memory of ``sample_corpus`` and ``make_pairs`` as the pool grows,
-side by side with the code before the corpus catalogue (a checkout of commit 31be0c5), in one run.
+"""Corpus scale: wall time and peak memory of ``sample_corpus``, ``make_pairs`` and ``pretrain_data``
+(the tokenised pretraining examples: NSP pairs, and packed MLM blocks) as the pool grows, side by side
+with the code before the corpus catalogue (a checkout of commit 31be0c5, which tokenised inside each
+pretraining run and had no ``pretrain_data``), in one run.
 
 The shipped pool is replicated N times (new ids, each copy's text prefixed so nothing deduplicates;
 the copies keep the builders' overlap flags, so the guard's work grows with N too). Each stage runs
@@ -110,14 +112,26 @@ def run_size(n: int, args, work: Path) -> list[tuple]:
         cmd = [sys.executable, str(code / "stages/make_pairs.py"), "--docs", str(out / "corpus/documents.jsonl"),
                "--out", str(out / "pairs"), "--metrics", str(out / "pairs.json"), "--params", str(params)]  # fmt: skip
         t2, tree2, one2, _ = measure(cmd, code, env)
+        shards = []  # pretrain_data, both layouts (the after code only)
+        for nsp in (True, False) if (code / "stages/pretrain_data.py").is_file() else ():
+            layout_params = out / f"params_nsp_{nsp}.yaml"
+            p = yaml.safe_load(params.read_text())
+            p["pretrain"]["nsp"] = nsp
+            layout_params.write_text(yaml.safe_dump(p, sort_keys=False))
+            cmd = [sys.executable, str(code / "stages/pretrain_data.py"), "--pairs", str(out / "pairs"),
+                   "--docs", str(out / "corpus/documents.jsonl"), "--out", str(out / f"pretrain_data_{nsp}"),
+                   "--metrics", str(out / f"pretrain_data_{nsp}.json"), "--params", str(layout_params)]  # fmt: skip
+            t3, tree3, _, _ = measure(cmd, code, env)
+            shards.append(f"{'pairs' if nsp else 'blocks'} {t3:5.1f} s {tree3:6.0f} MB")
         same = ""
         if label == "after" and "before" in args.variants:
             before = (work / f"{n}x" / "before" / "corpus/documents.jsonl").read_bytes()
             same = "identical" if before == (out / "corpus/documents.jsonl").read_bytes() else "DIFFERENT"
-        rows.append((n, mb, label, t, tree, one, t2, tree2, same))
+        rows.append((n, mb, label, t, tree, one, t2, tree2, shards, same))
         print(
             f"{n:>3}x {mb:8.0f} MB  {label:<6}  sample_corpus {t:7.1f} s  peak PSS {tree:7.0f} MB (largest process RSS "
-            f"{one:6.0f} MB) | make_pairs {t2:5.1f} s {tree2:6.0f} MB {same}",
+            f"{one:6.0f} MB) | make_pairs {t2:5.1f} s {tree2:6.0f} MB | pretrain_data "
+            f"{', '.join(shards) or '(none: tokenised in each pretraining run)'} {same}",
             flush=True,
         )
     shutil.rmtree(work / f"{n}x")
