@@ -1,9 +1,9 @@
 """Stage finetune_embeddings: contrastive fine-tuning (MultipleNegativesRankingLoss, mean pooling,
 BM25 hard negatives) of an encoder into a sentence-embedding model on title <-> abstract pairs of
-the pool; a retrieval benchmark (title and sentence queries among thousands of documents) with
+the corpora of params.yaml's catalogue; a retrieval benchmark (title and sentence queries among thousands of documents) with
 verdicts against the base model as shipped and BM25. Saves the encoder that is better on dev.
 
-Usage: python stages/finetune_embeddings.py --data data/raw --docs data/corpus/documents.jsonl \\
+Usage: python stages/finetune_embeddings.py --docs data/corpus/documents.jsonl \\
            --adapted models/adapted/13 --baseline models/baseline --out models/embeddings \\
            --metrics metrics/finetune_embeddings.json --plots plots/finetune_embeddings \\
            --checkpoints models/finetune_checkpoints/embeddings
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from minisci.cards import eval_result, write_model_card
-from minisci.config import FinetuneEmbeddingsConfig, load_section
+from minisci.config import FinetuneEmbeddingsConfig, load_corpora, load_section
 from minisci.finetune.embeddings import RETRIEVAL_FILE, run_finetune_embeddings, served_summary
 from minisci.fingerprint import model_content_hash
 from minisci.io import atomic_path, sha256_file, write_json
@@ -32,7 +32,6 @@ from minisci.training import keep_run_metrics, run_metrics_store, write_curves
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=description(__doc__))
-    p.add_argument("--data", required=True, help="output of fetch_data (pool with titles)")
     p.add_argument("--docs", required=True, help="documents.jsonl from sample_corpus (which documents may be used)")
     p.add_argument("--adapted", required=True, help="the adapted encoder (a possible starting point)")
     p.add_argument("--baseline", required=True, help="the base model as shipped: the reference and a starting point")
@@ -44,8 +43,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     cfg = load_section(FinetuneEmbeddingsConfig, "finetune_embeddings", args.params)
+    corpora = load_corpora(args.params)
     with tempfile.TemporaryDirectory(prefix="finetune_embeddings.") as work:
-        model, metrics, history = run_finetune_embeddings(args.data, args.docs, args.adapted, args.baseline, cfg, work)
+        model, metrics, history = run_finetune_embeddings(corpora, args.docs, args.adapted, args.baseline, cfg, work)
         served = metrics["served"]
         with atomic_path(args.out) as out:
             model.save(str(out))
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
                 title="minisci sentence embeddings",
                 summary=served_summary(served["encoder"], metrics["start_encoder"]),
                 base=args.baseline if served["encoder"] == SHIPPED else getattr(args, metrics["start_encoder"]),
-                data=f"{metrics['train_pairs']} title/abstract pairs from the pool under {args.data}",
+                data=f"{metrics['train_pairs']} title/abstract pairs from the corpora {', '.join(corpora)}",
                 params={"finetune_embeddings": dataclasses.asdict(cfg)},
                 metrics={k: metrics[k] for k in ("start_encoder", "served", "test")},
                 usage=f'from sentence_transformers import SentenceTransformer\nmodel = SentenceTransformer("{args.out}")\n'

@@ -2,13 +2,13 @@
 rankings, the starting-encoder choice, and a tiny run of the stage."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURE_MIRROR, REPO, tiny_params
+from conftest import REPO, fixture_corpora, tiny_params
 
 from minisci.config import FinetuneEmbeddingsConfig, from_dict
-from minisci.data.readers import POOLS
 from minisci.errors import MinisciError
 from minisci.finetune.embeddings import choose_retriever, choose_start
 from minisci.finetune.retrieval_benchmark import (
@@ -28,8 +28,11 @@ def tiny_cfg(**overrides) -> FinetuneEmbeddingsConfig:
     )
 
 
+CORPORA = fixture_corpora()  # the catalogue (the shipped pool), its files read from the fixture mirror
+
+
 def pool_rows() -> list[dict]:
-    return [json.loads(line) for rel in POOLS.values() for line in (FIXTURE_MIRROR / rel).read_text().splitlines()]
+    return [json.loads(line) for c in CORPORA.values() for line in Path(c.path).read_text().splitlines()]
 
 
 @pytest.fixture
@@ -42,7 +45,7 @@ def sampled(tmp_path):
 
 def test_query_documents_are_held_out_from_pretraining_and_training(sampled):
     documents, pretrain_ids = sampled
-    bench = build_benchmark(FIXTURE_MIRROR, documents, tiny_cfg())
+    bench = build_benchmark(CORPORA, documents, tiny_cfg())
     train_ids = {d["id"] for d in bench.train}
     for split, n_queries in ((bench.test, 6), (bench.dev, 4)):
         query_ids = {split.candidates[i]["id"] for q in split.queries.values() for _, i in q}
@@ -59,7 +62,7 @@ def test_query_documents_are_held_out_from_pretraining_and_training(sampled):
 
 def test_too_few_unseen_documents_is_one_line(sampled):
     with pytest.raises(MinisciError, match=r"titled abstracts outside the corpus sample; .* lower them"):
-        build_benchmark(FIXTURE_MIRROR, sampled[0], tiny_cfg(n_test_queries=400, n_candidates=500))
+        build_benchmark(CORPORA, sampled[0], tiny_cfg(n_test_queries=400, n_candidates=500))
 
 
 def test_query_sentence_is_from_the_second_half():
@@ -139,9 +142,12 @@ def test_stage_runs_on_the_fixture_pool_and_saves_the_encoder_better_on_dev(tiny
 
     from minisci.report.retrieval import report_rows
 
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    params = tiny_params()
+    for name, c in CORPORA.items():  # the catalogue's corpora, where the fixture mirror has them
+        params["corpora"][name]["path"] = c.path
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     out, metrics = tmp_path / "embeddings", tmp_path / "m.json"
-    argv = ["--data", str(FIXTURE_MIRROR), "--docs", str(sampled[0]), "--adapted", str(tiny_model_dir)]
+    argv = ["--docs", str(sampled[0]), "--adapted", str(tiny_model_dir)]
     argv += ["--baseline", str(tiny_model_dir), "--out", str(out), "--metrics", str(metrics)]
     argv += ["--plots", str(tmp_path / "plots"), "--checkpoints", str(tmp_path / "checkpoints")]
     finetune_embeddings.main([*argv, "--params", str(tmp_path / "params.yaml")])

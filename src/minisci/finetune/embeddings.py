@@ -168,13 +168,14 @@ def test_results(split: Split, scores: dict[str, dict[str, np.ndarray]], cfg) ->
     return table, verdicts
 
 
-def run_finetune_embeddings(raw_dir, documents, adapted_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig, work_dir):
-    """Returns the served model (a SentenceTransformer), the metrics and the training log."""
+def run_finetune_embeddings(corpora, documents, adapted_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig, work_dir):
+    """Returns the served model (a SentenceTransformer), the metrics and the training log.
+    ``corpora``: the catalogue's entries (paths relative to the working directory)."""
     start = time.perf_counter()
     check_encoder_lengths(adapted_dir, baseline_dir, cfg)
     encoders = {"baseline": Path(baseline_dir), "adapted": Path(adapted_dir)}
     # 1. the benchmark, and BM25 on both splits (cheap)
-    bench = build_benchmark(raw_dir, documents, cfg)
+    bench = build_benchmark(corpora, documents, cfg)
     dev_bm25, test_bm25 = bm25_scores(bench.dev), bm25_scores(bench.test)
     # 2. the starting encoder; the baseline is the shipped model, scored on dev in any case
     dev_scores = {SHIPPED: dense_scores(baseline_dir, bench.dev, cfg)}

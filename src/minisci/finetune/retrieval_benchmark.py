@@ -2,14 +2,17 @@
 
 Guarded like every test split:
 
-- **query documents** are titled abstracts of the pool that the corpus sample (hence pretraining)
-  never saw, drawn in a seeded order that depends on each id alone (as ``sample_corpus`` draws);
+- the **pool** is every document of the ``corpora:`` catalogue (the shipped pool by default, or the
+  user's own corpora), deduplicated as ``sample_corpus`` does;
+- **query documents** are titled abstracts of the pool (a title of at least 4 words and a text of
+  at least 30, not a full text) that the corpus sample (hence pretraining) never saw, drawn in a
+  seeded order that depends on each id alone (as ``sample_corpus`` draws);
 - the **candidates** are the query documents plus distractors from the rest of the pool (any kind,
   sampled or not): thousands, so that a model's ranking errors show (300 documents saturate
   recall@10 for every model);
 - **embedding training** uses only titled abstracts that are candidates of neither split, so no
   query document and no distractor is ever a training pair. Documents the pool flags as
-  overlapping an evaluation set (``eval_overlap``) are used for nothing.
+  overlapping an evaluation set (the catalogue's ``flag_field``) are used for nothing.
 
 Two query kinds per query document: its title (``title``: title -> abstract) and one sentence from
 the second half of its abstract (``sentence``: a passage -> the document it comes from, which
@@ -30,8 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from minisci.config import CorpusConfig
+from minisci.data.corpora import iter_records
 from minisci.data.corpus import duplicates, rank, text_key
-from minisci.data.readers import POOLS, Document, load_pool, read_documents
+from minisci.data.readers import Document, read_documents
 from minisci.errors import MinisciError
 
 QUERY_KINDS = ("title", "sentence")
@@ -59,7 +64,7 @@ class Benchmark:
 
 def titled(d: Document) -> bool:
     return (
-        d.kind == "abstract"
+        not d.kind.startswith("fulltext")  # a paper's full text is not what its title describes alone
         and len(d.title.split()) >= MIN_TITLE_WORDS
         and len(d.text.split()) >= MIN_TEXT_WORDS
         and not d.eval_overlap
@@ -86,19 +91,24 @@ def _split(query_docs: list[Document], distractors: list[Document], seed: int) -
     return Split(candidates, queries)
 
 
-def load_deduplicated_pool(raw_dir: str | Path) -> list[Document]:
-    """The shipped pool without duplicates, by sample_corpus's rule (the first per id and per text)."""
-    pool = [d for domain, rel in POOLS.items() for d in load_pool(Path(raw_dir) / rel, domain)]
+def load_deduplicated_pool(corpora: dict[str, CorpusConfig], root: str | Path = ".") -> list[Document]:
+    """Every document of the corpus catalogue (paths relative to ``root``), in catalogue order,
+    without duplicates, by sample_corpus's rule (the first per id and per text)."""
+    pool = [
+        Document(r.id, r.source, name, r.kind, r.title, r.text, r.flagged)
+        for name, cfg in corpora.items()
+        for _, _, r in iter_records(name, cfg, Path(root))
+    ]
     ids = np.array([d.id for d in pool], dtype=object)
     dup = duplicates(ids, np.array([text_key(d.text) for d in pool], dtype=np.uint64))
     return [d for d, drop in zip(pool, dup) if not drop]
 
 
-def build_benchmark(raw_dir, documents, cfg) -> Benchmark:
-    """Dev and test splits and the training documents (see the module docstring). ``cfg``:
-    ``n_test_queries``, ``n_dev_queries`` (query documents), ``n_candidates``,
-    ``n_dev_candidates`` (documents searched), ``seed``."""
-    pool = [d for d in load_deduplicated_pool(raw_dir) if not d.eval_overlap]
+def build_benchmark(corpora: dict[str, CorpusConfig], documents, cfg, root: str | Path = ".") -> Benchmark:
+    """Dev and test splits and the training documents (see the module docstring) from the catalogue's
+    ``corpora`` and the corpus sample ``documents``. ``cfg``: ``n_test_queries``, ``n_dev_queries``
+    (query documents), ``n_candidates``, ``n_dev_candidates`` (documents searched), ``seed``."""
+    pool = [d for d in load_deduplicated_pool(corpora, root) if not d.eval_overlap]
     pretrain_ids = {d["id"] for d in read_documents(documents)}
     order = sorted(pool, key=lambda d: rank(cfg.seed, d.id, "retrieval"))
     # 1. query documents: titled abstracts that pretraining never saw
