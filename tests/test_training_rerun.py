@@ -24,6 +24,7 @@ def file_hashes(model_dir, skip=("README.md",)):
     }
 
 
+@pytest.mark.slow  # three pretraining runs of the tiny model: ~50 s on a loaded 2-core machine
 def test_pretrain_rerun_of_a_finished_run_and_after_a_crash_before_the_save(tmp_path):
     write_pairs(tmp_path / "pairs")
     params = write_params(tmp_path, max_steps=10, save_steps=5)  # checkpoints at 5 and at the final step, 10

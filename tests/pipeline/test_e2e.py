@@ -8,6 +8,7 @@ import yaml
 from conftest import copy_project, make_project, run
 
 
+@pytest.mark.slow  # a dozen dvc commands and a pretraining run: ~2 min on a loaded 2-core machine
 def test_dvc_repro_make_pairs_then_pretrain(tmp_path):
     """The data stages, their caching and invalidation, then pretraining, in one tiny project (the
     pretraining run starts from the pairs made here)."""
