@@ -310,7 +310,7 @@ def test_shown_commands_exist(doc):
         ("python stages/prepare_data.py --datset d", "no option --datset"),
         ("python stages/nothing.py", "no such script"),
         ("python benchmarks/ranges.py --write", None),
-        ("torchrun --nproc_per_node 4 stages/pretrain.py --pairs p --outt m", "no option --outt"),
+        ("torchrun --nproc_per_node 4 stages/pretrain.py --data p --outt m", "no option --outt"),
         ("dvc exp run $(python -m minisci.report.sync_docs --chek)", "no option --chek"),
         ("python -m pytest --whatever", None),
         ("dvc exp run -S finetune_ner.epochs=3 -S 'finetune_ner.datasets=[a,b]'", None),
