@@ -36,6 +36,7 @@ from minisci.errors import DataFormatError, MinisciError
 from minisci.io import iter_jsonl, sha256_file
 from minisci.pretrain.collator import encode_pair
 from minisci.pretrain.model import load_tokenizer
+from minisci.pretrain.packing import build_packed_shards, iter_documents
 from minisci.pretrain.vocab import VocabExtension, add_tokens, plan_extension
 from minisci.progress import Progress
 from minisci.training import UNK_SAMPLE_WORDS, check_unk_rate
@@ -69,19 +70,6 @@ def iter_pairs(path: str | Path) -> Iterator[dict]:
 
 def read_pairs(path: str | Path) -> list[dict]:
     return list(iter_pairs(path))
-
-
-def iter_documents(path: str | Path) -> Iterator[dict]:
-    """``{'id', 'domain', 'sentences'}`` of a ``sample_corpus`` documents file, checked line by line."""
-    for lineno, obj in iter_jsonl(path):
-        sents = obj.get("sentences")
-        if not isinstance(obj.get("id"), str) or not isinstance(sents, list) or not sents:
-            raise DataFormatError(
-                path, lineno, "expected {'id': str, 'sentences': [str, ...]} with at least one sentence"
-            )
-        if not all(isinstance(s, str) and s.strip() for s in sents):
-            raise DataFormatError(path, lineno, "every sentence must be a non-empty string")
-        yield {"id": obj["id"], "domain": str(obj.get("domain", "corpus")), "sentences": sents}
 
 
 def heldout_ids(documents: str | Path, split: MakePairsConfig) -> tuple[frozenset[str], int]:
@@ -204,8 +192,6 @@ def build_pretraining_data(
     """Writes ``out`` (see the module) and returns its manifest. ``documents`` (the sample the pairs
     were made from) gives the word pieces per corpus, and the text of packed blocks; pairs alone
     (``documents=None``) give no counts per corpus."""
-
-    from minisci.pretrain.packing import build_packed_shards
 
     start = time.perf_counter()
     out = Path(out)

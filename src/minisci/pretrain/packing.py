@@ -24,7 +24,23 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from minisci.errors import DataFormatError
+from minisci.io import iter_jsonl
+
 TOKENIZE_BATCH = 256  # documents per tokenizer call (the fast tokenizer batches in Rust)
+
+
+def iter_documents(path: str | Path) -> Iterator[dict]:
+    """``{'id', 'domain', 'sentences'}`` of a ``sample_corpus`` documents file, checked line by line."""
+    for lineno, obj in iter_jsonl(path):
+        sents = obj.get("sentences")
+        if not isinstance(obj.get("id"), str) or not isinstance(sents, list) or not sents:
+            raise DataFormatError(
+                path, lineno, "expected {'id': str, 'sentences': [str, ...]} with at least one sentence"
+            )
+        if not all(isinstance(s, str) and s.strip() for s in sents):
+            raise DataFormatError(path, lineno, "every sentence must be a non-empty string")
+        yield {"id": obj["id"], "domain": str(obj.get("domain", "corpus")), "sentences": sents}
 
 
 def pack_corpus(docs: Iterable[dict], tokenizer, block_size: int) -> Iterator[dict]:
@@ -78,8 +94,6 @@ def packed_blocks(docs, tokenizer, block_size: int) -> Iterator[dict]:
 
 def part_documents(documents: str, held: frozenset[str], part: str) -> Iterator[dict]:
     """The training (``part="train"``) or held-out documents of a documents file, streamed."""
-    from minisci.pretrain.data import iter_documents
-
     return (d for d in iter_documents(documents) if (d["id"] in held) == (part == "heldout"))
 
 
