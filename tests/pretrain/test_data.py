@@ -19,6 +19,24 @@ from minisci.pretrain.model import load_tokenizer
 STAGE = str(REPO / "stages" / "pretrain_data.py")
 
 
+def run_data_stage(tmp_path, pairs, params: dict) -> subprocess.CompletedProcess:
+    """stages/pretrain_data.py on ``pairs`` (and the documents beside them) -> tmp_path/out, m.json."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    return subprocess.run(
+        [sys.executable, STAGE, "--pairs", str(pairs), "--docs", str(pairs / "documents.jsonl")]
+        + [
+            "--out",
+            str(tmp_path / "out"),
+            "--metrics",
+            str(tmp_path / "m.json"),
+            "--params",
+            str(tmp_path / "params.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+
+
 def test_pairs_are_tokenised_as_the_trainer_did_and_counted_per_corpus(tmp_path):
     model_cfg, cfg = configs()
     pairs = write_pairs(tmp_path / "pairs")
@@ -70,15 +88,7 @@ def test_a_malformed_pair_names_file_and_line_and_leaves_no_output(tmp_path):
     model_cfg, cfg = configs()
     with pytest.raises(DataFormatError, match=r"train.jsonl:7: expected \{'a': str"):
         pretraining_data(pairs, model_cfg, cfg, tmp_path / "direct")
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(tiny_params()))
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, STAGE, "--pairs", str(pairs), "--docs", str(pairs / "documents.jsonl")]
-        + ["--out", str(out), "--metrics", str(tmp_path / "m.json"), "--params", str(params)],
-        capture_output=True,
-        text=True,
-    )
+    proc, out = run_data_stage(tmp_path, pairs, tiny_params()), tmp_path / "out"
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "train.jsonl:7" in proc.stderr
     assert not out.exists() and not (tmp_path / "m.json").exists()
@@ -91,15 +101,7 @@ def test_the_stage_writes_metrics_per_corpus_and_a_tokenizer_the_trainer_loads(t
         "".join(json.dumps({**r, "a": r["a"] + " Nephrotoxicity followed hepatotoxicity."}) + "\n" for r in rows)
     )
     p = tiny_params({"pretrain": {"vocab_extension": 2}})
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(p))
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, STAGE, "--pairs", str(pairs), "--docs", str(pairs / "documents.jsonl")]
-        + ["--out", str(out), "--metrics", str(tmp_path / "m.json"), "--params", str(params)],
-        capture_output=True,
-        text=True,
-    )
+    proc, out = run_data_stage(tmp_path, pairs, p), tmp_path / "out"
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "pretrain_data: 160 training pairs" in proc.stdout
     m = json.loads((tmp_path / "m.json").read_text())
