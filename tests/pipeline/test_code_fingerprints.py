@@ -118,6 +118,7 @@ def test_an_unknown_dataset_in_a_fine_tuning_list_fails_in_one_line_before_any_s
 TIMED = {
     "metrics/sample_corpus.json",
     "metrics/make_pairs.json",
+    "metrics/pretrain_data.json",
     "metrics/pretrain/13.json",
     "plots/pretrain/13/curves",
     "metrics/finetune_ner/bc5cdr/baseline.json",
