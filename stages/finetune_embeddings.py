@@ -1,7 +1,8 @@
 """Stage finetune_embeddings: contrastive fine-tuning (MultipleNegativesRankingLoss, mean pooling,
-BM25 hard negatives) of an encoder into a sentence-embedding model on title <-> abstract pairs of
-the corpora of params.yaml's catalogue; a retrieval benchmark (title and sentence queries among thousands of documents) with
-verdicts against the base model as shipped and BM25. Saves the encoder that is better on dev.
+BM25 hard negatives) of the shipped and the adapted encoder into sentence-embedding models on
+title <-> abstract pairs of the corpora of params.yaml's catalogue; a retrieval benchmark (title and
+sentence queries among thousands of documents) with verdicts against the base model as shipped,
+BM25 and each other. Saves the encoder that is better on dev.
 
 Usage: python stages/finetune_embeddings.py --docs data/corpus/documents.jsonl \\
            --adapted models/adapted/13 --baseline models/baseline --out models/embeddings \\
@@ -22,7 +23,13 @@ from pathlib import Path
 
 from minisci.cards import eval_result, write_model_card
 from minisci.config import FinetuneEmbeddingsConfig, load_corpora, load_section
-from minisci.finetune.embeddings import RETRIEVAL_FILE, run_finetune_embeddings, served_summary
+from minisci.finetune.embeddings import (
+    RETRIEVAL_FILE,
+    curve_history,
+    run_finetune_embeddings,
+    served_summary,
+    tuned_name,
+)
 from minisci.fingerprint import model_content_hash
 from minisci.io import atomic_path, sha256_file, write_json
 from minisci.report.retrieval import SHIPPED
@@ -33,7 +40,7 @@ from minisci.training import keep_run_metrics, run_metrics_store, write_curves
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--docs", required=True, help="documents.jsonl from sample_corpus (which documents may be used)")
-    p.add_argument("--adapted", required=True, help="the adapted encoder (a possible starting point)")
+    p.add_argument("--adapted", required=True, help="the adapted encoder (a starting point)")
     p.add_argument("--baseline", required=True, help="the base model as shipped: the reference and a starting point")
     p.add_argument("--out", required=True)
     p.add_argument("--metrics", required=True)
@@ -55,11 +62,11 @@ def main(argv: list[str] | None = None) -> None:
             write_model_card(
                 out,
                 title="minisci sentence embeddings",
-                summary=served_summary(served["encoder"], metrics["start_encoder"]),
+                summary=served_summary(served["encoder"], metrics["starts"]),
                 base=args.baseline if served["encoder"] == SHIPPED else getattr(args, metrics["start_encoder"]),
                 data=f"{metrics['train_pairs']} title/abstract pairs from the corpora {', '.join(corpora)}",
                 params={"finetune_embeddings": dataclasses.asdict(cfg)},
-                metrics={k: metrics[k] for k in ("start_encoder", "served", "test")},
+                metrics={k: metrics[k] for k in ("starts", "start_encoder", "served", "test")},
                 usage=f'from sentence_transformers import SentenceTransformer\nmodel = SentenceTransformer("{args.out}")\n'
                 'model.encode(["kinase inhibitors in leukaemia"])  # the evaluated vectors up to '
                 f"{cfg.eval_max_length} word pieces\n# longer texts are windowed by: minisci index --model {args.out} ...",
@@ -76,7 +83,9 @@ def main(argv: list[str] | None = None) -> None:
             )
     inputs = [model_content_hash(Path(d)) for d in (args.adapted, args.baseline)] + [sha256_file(args.docs)]
     metrics = keep_run_metrics(metrics, run_metrics_store(args.checkpoints, dataclasses.asdict(cfg), *inputs))
-    write_curves(history, args.plots, ("loss", "learning_rate"))
+    write_curves(
+        curve_history(history), args.plots, ("learning_rate", *(f"loss_{tuned_name(s)}" for s in metrics["starts"]))
+    )
     write_json(args.metrics, metrics)
     for kind, per in metrics["test"].items():
         print(

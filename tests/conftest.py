@@ -440,15 +440,23 @@ def synthetic_embeddings_metrics() -> dict:
         "mde": 0.02,
         "verdict": "worse",
     }
-    systems = ("shipped", "finetuned", "bm25", "hybrid")
-    pairs = ("finetuned vs shipped", "bm25 vs shipped", "hybrid vs shipped", "hybrid vs bm25")
+    systems = ("shipped", "from_baseline", "from_adapted", "bm25", "hybrid")
+    pairs = (
+        "from_baseline vs shipped",
+        "from_adapted vs shipped",
+        "from_adapted vs from_baseline",
+        "bm25 vs shipped",
+        "hybrid vs shipped",
+        "hybrid vs bm25",
+    )
     return {
         "benchmark": {"candidates": 2000, "query_documents": 30, "dev_candidates": 400, "dev_query_documents": 10},
+        "starts": ["baseline", "adapted"],
         "start_encoder": "baseline",
-        "start_encoder_dev_mrr": {"baseline": 0.9, "adapted": 0.8},
+        "start_encoder_dev_mrr": {"baseline": 0.88, "adapted": 0.8},
         "train_pairs": 100,
         "hard_negatives": True,
-        "dev": {"shipped": 0.9, "finetuned": 0.88, "bm25": 0.85, "hybrid": 0.93},
+        "dev": {"shipped": 0.9, "from_baseline": 0.88, "from_adapted": 0.8, "bm25": 0.85, "hybrid": 0.93},
         "served": {
             "encoder": "shipped",
             "retriever": "hybrid",

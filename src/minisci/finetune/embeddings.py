@@ -4,9 +4,11 @@ hard negatives) on title <-> abstract pairs mined from the pool without any labe
 retrieval benchmark of :mod:`minisci.finetune.retrieval_benchmark` against the base model as
 shipped, BM25 and their fusion; the stage saves whichever encoder is better on dev.
 
-Phases: 1. benchmark; 2. the starting encoder (``encoder: auto``: the better dev MRR@10 of the
-shipped and the adapted encoder); 3. training; 4. dev: which encoder and retriever to serve;
-5. test: scores, intervals and verdicts (:mod:`minisci.report.retrieval`)."""
+Phases: 1. benchmark; 2. training from each starting encoder (``encoder: auto``: both the shipped
+and the adapted encoder, the same pairs and seed; or the one named); 3. dev: which encoder (a
+fine-tuned one, or the shipped model if neither beats it) and which retriever to serve; 4. test:
+scores, intervals and verdicts (:mod:`minisci.report.retrieval`), the fine-tuned models against the
+shipped one and against each other: whether pretraining on the domain helps the embeddings."""
 
 from __future__ import annotations
 
@@ -31,8 +33,17 @@ from minisci.progress import use_stage_progress
 from minisci.report.retrieval import SHIPPED, mrr_interval, retrieval_verdicts
 from minisci.training import check_lengths, quiet_load_reports, run_environment, training_arguments
 
-# every comparison of the report: (a, b) reads "b vs a"; the shipped model is the baseline
-COMPARISONS = ((SHIPPED, "finetuned"), (SHIPPED, "bm25"), (SHIPPED, "hybrid"), ("bm25", "hybrid"))
+STARTS = ("baseline", "adapted")  # the encoders fine-tuning may start from (``encoder: auto`` trains both)
+# every comparison of the report: (a, b) reads "b vs a"; the shipped model is the baseline. A pair
+# with a system the run did not train is left out.
+COMPARISONS = (
+    (SHIPPED, "from_baseline"),
+    (SHIPPED, "from_adapted"),
+    ("from_baseline", "from_adapted"),  # does pretraining on the domain help the embeddings?
+    (SHIPPED, "bm25"),
+    (SHIPPED, "hybrid"),
+    ("bm25", "hybrid"),
+)
 RETRIEVAL_FILE = "retrieval.json"  # beside the saved model: what the stage measured and serves
 
 
@@ -49,16 +60,22 @@ def sentence_model(model_dir, max_seq_length: int):
     return SentenceTransformer(modules=[word, pooling, Normalize()], device="cpu")
 
 
-def served_summary(served: str, start: str) -> str:
+def tuned_name(start: str) -> str:
+    """The system name of the model fine-tuned from ``start`` (``baseline`` or ``adapted``)."""
+    return f"from_{start}"
+
+
+def served_summary(served: str, starts: list[str]) -> str:
     """The card's one-line summary of what models/embeddings holds."""
     if served == SHIPPED:
         return (
             "The base model as shipped (mean pooling, unit length): on the dev queries of minisci's retrieval "
-            f"benchmark it beat the model fine-tuned from {start}, so minisci serves it."
+            f"benchmark it beat the models fine-tuned from {' and '.join(starts)}, so minisci serves it."
         )
     return (
-        f"Sentence-transformers model (mean pooling, unit length) fine-tuned from {start} with in-batch and BM25 "
-        "hard negatives (MultipleNegativesRankingLoss) on title <-> abstract pairs of the pool."
+        f"Sentence-transformers model (mean pooling, unit length) fine-tuned from the {served.removeprefix('from_')} "
+        "encoder with in-batch and BM25 hard negatives (MultipleNegativesRankingLoss) on title <-> abstract pairs "
+        "of the pool."
     )
 
 
@@ -141,12 +158,17 @@ def dev_mrr(split: Split, scores: dict[str, np.ndarray]) -> float:
     return round(float(np.mean([rank_metrics(r)["mrr_at_10"] for r in split_ranks(split, scores).values()])), 4)
 
 
+def training_starts(setting: str) -> list[str]:
+    """The encoders fine-tuning starts from: both with ``auto``, else the one named in params."""
+    return list(STARTS) if setting == "auto" else [setting]
+
+
 def choose_start(dev_mrrs: dict[str, float], setting: str) -> str:
-    """The starting encoder: the one named in params, or with ``auto`` the better dev MRR@10
-    (the shipped baseline on a tie: it is the one users already have)."""
+    """The starting encoder: the one named in params, or with ``auto`` the one whose fine-tuned
+    model has the better dev MRR@10 (the shipped baseline on a tie: it is the one users already have)."""
     if setting != "auto":
         return setting
-    return max(("baseline", "adapted"), key=lambda k: (dev_mrrs[k], k == "baseline"))
+    return max(STARTS, key=lambda k: (dev_mrrs[k], k == "baseline"))
 
 
 def choose_retriever(dev: dict[str, float]) -> str:
@@ -169,41 +191,43 @@ def test_results(split: Split, scores: dict[str, dict[str, np.ndarray]], cfg) ->
 
 
 def run_finetune_embeddings(corpora, documents, adapted_dir, baseline_dir, cfg: FinetuneEmbeddingsConfig, work_dir):
-    """Returns the served model (a SentenceTransformer), the metrics and the training log.
-    ``corpora``: the catalogue's entries (paths relative to the working directory)."""
+    """Returns the served model (a SentenceTransformer), the metrics and the training log (per
+    starting encoder). ``corpora``: the catalogue's entries (paths relative to the working directory)."""
     start = time.perf_counter()
     check_encoder_lengths(adapted_dir, baseline_dir, cfg)
     encoders = {"baseline": Path(baseline_dir), "adapted": Path(adapted_dir)}
     # 1. the benchmark, and BM25 on both splits (cheap)
     bench = build_benchmark(corpora, documents, cfg)
     dev_bm25, test_bm25 = bm25_scores(bench.dev), bm25_scores(bench.test)
-    # 2. the starting encoder; the baseline is the shipped model, scored on dev in any case
-    dev_scores = {SHIPPED: dense_scores(baseline_dir, bench.dev, cfg)}
-    start_dev = {"baseline": dev_mrr(bench.dev, dev_scores[SHIPPED])}
-    if cfg.encoder in ("auto", "adapted"):
-        start_dev["adapted"] = dev_mrr(bench.dev, dense_scores(adapted_dir, bench.dev, cfg))
-    start_encoder = choose_start(start_dev, cfg.encoder)
-    # 3. contrastive training from it
+    # 2. contrastive training from each starting encoder: the same pairs, the same seed
     pairs = pair_training_examples(bench, cfg.n_train, cfg.hard_negatives, cfg.seed)
-    tuned, history = train_embeddings(encoders[start_encoder], pairs, cfg, work_dir)
-    tuned_dir = Path(work_dir) / "finetuned"
-    tuned.save(str(tuned_dir))
-    # 4. dev: the encoder to serve (fine-tuned only if it beats the shipped model), then the retriever
-    dev_scores["finetuned"] = dense_scores(tuned_dir, bench.dev, cfg)
+    starts = training_starts(cfg.encoder)
+    tuned, histories, tuned_dirs = {}, {}, {}
+    for s in starts:
+        tuned[s], histories[s] = train_embeddings(encoders[s], pairs, cfg, Path(work_dir) / f"train_{s}")
+        tuned_dirs[s] = Path(work_dir) / tuned_name(s)
+        tuned[s].save(str(tuned_dirs[s]))
+    # 3. dev: the fine-tuned model to keep, served only if it beats the shipped model; then the retriever
+    dev_scores = {SHIPPED: dense_scores(baseline_dir, bench.dev, cfg)}
+    dev_scores |= {tuned_name(s): dense_scores(tuned_dirs[s], bench.dev, cfg) for s in starts}
     dev = {name: dev_mrr(bench.dev, s) for name, s in dev_scores.items()}
-    served = "finetuned" if dev["finetuned"] > dev[SHIPPED] else SHIPPED
+    start_dev = {s: dev[tuned_name(s)] for s in starts}
+    start_encoder = choose_start(start_dev, cfg.encoder)
+    best = tuned_name(start_encoder)
+    served = best if dev[best] > dev[SHIPPED] else SHIPPED
     dev_retrievers = {
         "dense": dev[served],
         "bm25": dev_mrr(bench.dev, dev_bm25),
         "hybrid": dev_mrr(bench.dev, {k: fuse(dev_scores[served][k], dev_bm25[k]) for k in dev_bm25}),
     }
     retriever = choose_retriever(dev_retrievers)
-    # 5. test: every system once, then intervals and verdicts
-    test = {SHIPPED: dense_scores(baseline_dir, bench.test, cfg), "finetuned": dense_scores(tuned_dir, bench.test, cfg)}
+    # 4. test: every system once, then intervals and verdicts
+    test = {SHIPPED: dense_scores(baseline_dir, bench.test, cfg)}
+    test |= {tuned_name(s): dense_scores(tuned_dirs[s], bench.test, cfg) for s in starts}
     test["bm25"] = test_bm25
     test["hybrid"] = {k: fuse(test[served][k], test_bm25[k]) for k in test_bm25}
     table, verdicts = test_results(bench.test, test, cfg)
-    model = tuned if served == "finetuned" else sentence_model(baseline_dir, cfg.eval_max_length)
+    model = tuned[start_encoder] if served != SHIPPED else sentence_model(baseline_dir, cfg.eval_max_length)
     metrics = {
         "benchmark": {
             "candidates": len(bench.test.candidates),
@@ -212,6 +236,7 @@ def run_finetune_embeddings(corpora, documents, adapted_dir, baseline_dir, cfg: 
             "dev_query_documents": len(bench.dev.queries["title"]),
             "training_documents_available": len(bench.train),
         },
+        "starts": starts,
         "start_encoder": start_encoder,
         "start_encoder_dev_mrr": start_dev,
         "train_pairs": len(pairs),
@@ -223,4 +248,19 @@ def run_finetune_embeddings(corpora, documents, adapted_dir, baseline_dir, cfg: 
         "environment": run_environment(cfg.precision),
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
-    return model, metrics, history
+    return model, metrics, histories
+
+
+def curve_history(histories: dict[str, list[dict]]) -> list[dict]:
+    """One log history for :func:`~minisci.training.write_curves` from the runs of each start: the
+    loss of each as ``loss_from_<start>``, the learning rate once (every run has the same schedule)."""
+    out = []
+    for i, (s, history) in enumerate(histories.items()):
+        for entry in history:
+            row = {"step": entry["step"]} if "step" in entry else {}
+            if "loss" in entry:
+                row[f"loss_{tuned_name(s)}"] = entry["loss"]
+            if i == 0 and "learning_rate" in entry:
+                row["learning_rate"] = entry["learning_rate"]
+            out.append(row)
+    return out

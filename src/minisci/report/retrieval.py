@@ -71,12 +71,12 @@ def _verdict_cell(c: dict) -> str:
 def report_rows(e: dict, base: str) -> list[str]:
     """The "Sentence embeddings" section of metrics/report.md from finetune_embeddings.json."""
     b = e["benchmark"]
+    negatives = ", BM25 hard negatives)" if e.get("hard_negatives") else ", in-batch negatives)"
     names = {
         SHIPPED: f"`{base}` as shipped",
-        "finetuned": f"fine-tuned from {e['start_encoder']} ({e['train_pairs']} pairs"
-        + (", BM25 hard negatives)" if e.get("hard_negatives") else ", in-batch negatives)"),
+        **{f"from_{s}": f"fine-tuned from the {s} encoder ({e['train_pairs']} pairs{negatives}" for s in e["starts"]},
         "bm25": "BM25 (`bm25s`, Lucene scoring)",
-        "hybrid": f"hybrid: BM25 + the {e['served']['encoder']} model (reciprocal rank fusion)",
+        "hybrid": f"hybrid: BM25 + {system_name(e['served']['encoder'])} (reciprocal rank fusion)",
     }
     lines = [
         f"## Sentence embeddings (retrieval among {b['candidates']:,} documents)",
@@ -113,26 +113,32 @@ REVIEWERS_NOTE = (
 )
 
 
+def system_name(system: str) -> str:
+    """``shipped`` / ``from_<start>`` in the report's words."""
+    return "the shipped model" if system == SHIPPED else f"the model fine-tuned from the {system[5:]} encoder"
+
+
 def served_sentence(e: dict) -> str:
     """What `minisci index` serves and why, in the report's words."""
     s, dev = e["served"], e["dev"]
+    best = f"from_{e['start_encoder']}"
     chosen = (
-        f"Starting encoder: {e['start_encoder']} (dev MRR@10 "
-        + ", ".join(f"{k} {v:.4f}" for k, v in e["start_encoder_dev_mrr"].items())
-        + "). "
+        "Dev MRR@10 after fine-tuning from "
+        + ", ".join(f"the {k} encoder {v:.4f}" for k, v in e["start_encoder_dev_mrr"].items())
+        + f"; the shipped model {dev[SHIPPED]:.4f}. "
     )
     if s["encoder"] == SHIPPED:
-        worst = min(e["verdicts"].values(), key=lambda c: c[f"finetuned vs {SHIPPED}"]["difference"])
-        c = worst[f"finetuned vs {SHIPPED}"]
+        worst = min(e["verdicts"].values(), key=lambda c: c[f"{best} vs {SHIPPED}"]["difference"])
+        c = worst[f"{best} vs {SHIPPED}"]
         why = (
-            f"**The shipped model is better**: the fine-tuned model's dev MRR@10 is {dev['finetuned']:.4f} against "
-            f"{dev[SHIPPED]:.4f}, and on the test queries its difference is as low as {_signed(c['difference'])} "
+            f"**The shipped model is better**: even {system_name(best)}, the better on dev, is below it there, and on "
+            f"the test queries its difference is as low as {_signed(c['difference'])} "
             f"[{_signed(c['ci_low'])}, {_signed(c['ci_high'])}]. models/embeddings is therefore the shipped model"
         )
     else:
         why = (
-            f"The fine-tuned model is served: dev MRR@10 {dev['finetuned']:.4f} against the shipped model's "
-            f"{dev[SHIPPED]:.4f}. models/embeddings is the fine-tuned model"
+            f"{system_name(best)[0].upper()}{system_name(best)[1:]} is served: the better dev MRR@10, and above the "
+            f"shipped model's. models/embeddings is that model"
         )
     return chosen + why + f"; `minisci index` uses it with the **{s['retriever']}** retriever (best on dev)."
 

@@ -58,7 +58,8 @@ DEFAULT_ENCODER = "models/embeddings"  # finetune_embeddings' output: the encode
 RETRIEVAL_FILE = "retrieval.json"  # beside a model from finetune_embeddings: the encoder and retriever it serves
 SERVED_AS = {  # what retrieval.json's "encoder" means, for the line `minisci index` prints
     "shipped": "the base model as shipped: finetune_embeddings found it better on dev than its fine-tuned model",
-    "finetuned": "fine-tuned by finetune_embeddings: better on dev than the base model as shipped",
+    "from_baseline": "the base model fine-tuned by finetune_embeddings: better on dev than as shipped",
+    "from_adapted": "the adapted encoder fine-tuned by finetune_embeddings: better on dev than the base model as shipped",
 }
 
 
