@@ -1,40 +1,36 @@
 """The pretrain_data stage: the examples tokenised once (pairs or packed blocks), memory-mapped,
 with their tokenizer and word pieces per corpus; bad input stops in one line with no output."""
 
+import contextlib
 import json
 import subprocess
-import sys
 
 import datasets
 import pytest
 import yaml
-from conftest import REPO, tiny_params
+from conftest import tiny_params
 from helpers import configs, pretraining_data, write_pairs
 
 from minisci.config import PretrainConfig, from_dict
 from minisci.errors import DataFormatError, MinisciError
 from minisci.pretrain.data import load_pretraining_data, read_pairs, tokenize_pairs
 from minisci.pretrain.model import load_tokenizer
+from minisci.stage import run_stage
 
-STAGE = str(REPO / "stages" / "pretrain_data.py")
 
+def run_data_stage(tmp_path, pairs, params: dict, capsys) -> subprocess.CompletedProcess:
+    """stages/pretrain_data.py on ``pairs`` (and the documents beside them) -> tmp_path/out, m.json,
+    in this process (as the stage's own error wrapper runs it)."""
+    import pretrain_data
 
-def run_data_stage(tmp_path, pairs, params: dict) -> subprocess.CompletedProcess:
-    """stages/pretrain_data.py on ``pairs`` (and the documents beside them) -> tmp_path/out, m.json."""
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    return subprocess.run(
-        [sys.executable, STAGE, "--pairs", str(pairs), "--docs", str(pairs / "documents.jsonl")]
-        + [
-            "--out",
-            str(tmp_path / "out"),
-            "--metrics",
-            str(tmp_path / "m.json"),
-            "--params",
-            str(tmp_path / "params.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    argv = ["--pairs", str(pairs), "--docs", str(pairs / "documents.jsonl"), "--out", str(tmp_path / "out")]
+    argv += ["--metrics", str(tmp_path / "m.json"), "--params", str(tmp_path / "params.yaml")]
+    capsys.readouterr()
+    with contextlib.chdir(tmp_path):  # not the repository: a stage sweeps the DVC project it runs in
+        rc = run_stage(pretrain_data.main, argv)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, rc, out.out, out.err)
 
 
 def test_pairs_are_tokenised_as_the_trainer_did_and_counted_per_corpus(tmp_path):
@@ -80,7 +76,7 @@ def test_data_built_for_other_params_is_refused_in_one_line(tmp_path):
         load_pretraining_data(tmp_path, cfg)
 
 
-def test_a_malformed_pair_names_file_and_line_and_leaves_no_output(tmp_path):
+def test_a_malformed_pair_names_file_and_line_and_leaves_no_output(tmp_path, capsys):
     pairs = write_pairs(tmp_path / "pairs")
     lines = (pairs / "train.jsonl").read_text().splitlines()
     lines[6] = json.dumps({"a": "only one side", "label": 1})
@@ -88,20 +84,20 @@ def test_a_malformed_pair_names_file_and_line_and_leaves_no_output(tmp_path):
     model_cfg, cfg = configs()
     with pytest.raises(DataFormatError, match=r"train.jsonl:7: expected \{'a': str"):
         pretraining_data(pairs, model_cfg, cfg, tmp_path / "direct")
-    proc, out = run_data_stage(tmp_path, pairs, tiny_params()), tmp_path / "out"
+    proc, out = run_data_stage(tmp_path, pairs, tiny_params(), capsys), tmp_path / "out"
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "train.jsonl:7" in proc.stderr
     assert not out.exists() and not (tmp_path / "m.json").exists()
 
 
-def test_the_stage_writes_metrics_per_corpus_and_a_tokenizer_the_trainer_loads(tmp_path):
+def test_the_stage_writes_metrics_per_corpus_and_a_tokenizer_the_trainer_loads(tmp_path, capsys):
     pairs = write_pairs(tmp_path / "pairs")
     rows = [json.loads(line) for line in (pairs / "train.jsonl").read_text().splitlines()]
     (pairs / "train.jsonl").write_text(
         "".join(json.dumps({**r, "a": r["a"] + " Nephrotoxicity followed hepatotoxicity."}) + "\n" for r in rows)
     )
     p = tiny_params({"pretrain": {"vocab_extension": 2}})
-    proc, out = run_data_stage(tmp_path, pairs, p), tmp_path / "out"
+    proc, out = run_data_stage(tmp_path, pairs, p, capsys), tmp_path / "out"
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "pretrain_data: 160 training pairs" in proc.stdout
     m = json.loads((tmp_path / "m.json").read_text())

@@ -94,3 +94,17 @@ def test_missing_and_corrupt_index(index_dir, tmp_path):
     (bad / "index.json").write_text("{not json")
     with pytest.raises(MinisciError, match=r"bad/index\.json: not valid JSON"):
         Index(bad)
+
+
+def test_loading_a_model_leaves_the_callers_transformers_logging_alone(tiny_finetuned, tiny_model_dir, tmp_path):
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_info()
+    hf_logging.enable_progress_bar()
+    try:
+        NerTagger(tiny_finetuned["ner"])
+        Index.build(tiny_model_dir, COLLECTION, tmp_path / "index")
+        assert hf_logging.get_verbosity() == hf_logging.INFO and hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.set_verbosity(before)

@@ -126,20 +126,31 @@ def resolve_device(device: str) -> str:
 
 @contextmanager
 def loading(model_dir: str | Path):
-    """Translate what transformers raises for a broken model directory into a one-line error."""
-    try:
-        yield
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise MinisciError(f"{model_dir}: cannot load the model: {first}") from None
+    """Translate what transformers raises for a broken model directory into a one-line error, with
+    transformers quiet meanwhile (:func:`quiet_transformers`)."""
+    with quiet_transformers():
+        try:
+            yield
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise MinisciError(f"{model_dir}: cannot load the model: {first}") from None
 
 
-def quiet_transformers() -> None:
-    """One line of our own per failure, not transformers' load reports and progress bars."""
+@contextmanager
+def quiet_transformers():
+    """One line of our own per failure, not transformers' load reports and progress bars, while the
+    block runs; the caller's logging settings come back after it (a library leaves them alone)."""
     from transformers.utils import logging as hf_logging
 
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # e.g. the load report of an encoder saved with pretraining heads
     hf_logging.disable_progress_bar()  # "Loading weights"; our own bars show the work
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def load_task_model(model_dir: str | Path, kind: TaskKind, device: str = "cpu"):
@@ -151,7 +162,6 @@ def load_task_model(model_dir: str | Path, kind: TaskKind, device: str = "cpu"):
     config = read_config(path)
     check_task(path, config, kind)
     check_weights(path)
-    quiet_transformers()
     if config.get("crf") or "BertCrfForTokenClassification" in config.get("architectures", []):  # a CRF tagger
         from minisci.finetune.crf import CrfForTokenClassification as cls
     else:

@@ -45,7 +45,6 @@ from minisci.serve.models import (
     is_sentence_transformer,
     loading,
     max_positions,
-    quiet_transformers,
     read_config,
     resolve_device,
 )
@@ -105,7 +104,6 @@ def load_encoder(model_dir: str | Path, precision: str = "fp32", device: str = "
     path = Path(model_dir)
     read_config(path)
     check_weights(path)
-    quiet_transformers()
     device = resolve_device(device)
     if not is_sentence_transformer(path):
         with loading(path):
