@@ -1,9 +1,9 @@
-"""pretrain_data streams: its peak memory does not grow with the sample (slow: ~1-2 min on 2 cores).
+"""pretrain_data streams: its peak memory does not grow with the sample (slow: ~1 min on 2 cores).
 
-Generated documents and NSP pairs, 4k and 40k of each (~3 and ~30 MB of JSON Lines), are built into
+Generated documents and NSP pairs, 3k and 30k of each (~3 and ~30 MB of JSON Lines), are built into
 both layouts (pairs, and packed MLM blocks) in a fresh process per size. The process reads its own
 peak RSS and its workers' (``getrusage``). Holding the documents as Python objects would cost about
-1 KB each, ~35 MB more at 40k; the Arrow writers keep a batch at a time.
+1.5 KB each, ~40 MB more at 30k; the Arrow writers keep a batch at a time.
 """
 
 import json
@@ -64,8 +64,8 @@ def peak_kb(tmp_path, n: int) -> int:
 
 @pytest.mark.slow
 def test_peak_rss_does_not_grow_with_the_sample(tmp_path):
-    small, large = peak_kb(tmp_path, 4_000), peak_kb(tmp_path, 40_000)
-    data_mb = sum(f.stat().st_size for f in (tmp_path / "gen40000").glob("*.jsonl")) / 2**20
-    assert data_mb > 25
-    # 36k more documents and pairs: holding them would be ~35 MB; streaming keeps a batch
+    small, large = peak_kb(tmp_path, 3_000), peak_kb(tmp_path, 30_000)
+    data_mb = sum(f.stat().st_size for f in (tmp_path / "gen30000").glob("*.jsonl")) / 2**20
+    assert data_mb > 20
+    # 27k more documents and pairs: holding them would be ~40 MB; streaming keeps a batch
     assert (large - small) / 1024 < 20, f"peak RSS {small / 1024:.0f} MB -> {large / 1024:.0f} MB"

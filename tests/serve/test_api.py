@@ -104,7 +104,9 @@ def test_loading_a_model_leaves_the_callers_transformers_logging_alone(tiny_fine
     hf_logging.enable_progress_bar()
     try:
         NerTagger(tiny_finetuned["ner"])
-        Index.build(tiny_model_dir, COLLECTION, tmp_path / "index")
+        docs = tmp_path / "docs.jsonl"
+        docs.write_text("".join(json.dumps(d) + "\n" for d in COLLECTION))
+        Index.build(tiny_model_dir, docs, tmp_path / "index", max_length=64)
         assert hf_logging.get_verbosity() == hf_logging.INFO and hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.set_verbosity(before)
