@@ -441,14 +441,9 @@ def synthetic_embeddings_metrics() -> dict:
         "verdict": "worse",
     }
     systems = ("shipped", "from_baseline", "from_adapted", "bm25", "hybrid")
-    pairs = (
-        "from_baseline vs shipped",
-        "from_adapted vs shipped",
-        "from_adapted vs from_baseline",
-        "bm25 vs shipped",
-        "hybrid vs shipped",
-        "hybrid vs bm25",
-    )
+    from minisci.finetune.embeddings import COMPARISONS
+
+    pairs = tuple(f"{b} vs {a}" for a, b in COMPARISONS)  # every comparison the stage makes
     return {
         "benchmark": {"candidates": 2000, "query_documents": 30, "dev_candidates": 400, "dev_query_documents": 10},
         "starts": ["baseline", "adapted"],
