@@ -13,6 +13,7 @@ from minisci.errors import MinisciError
 from minisci.finetune.embeddings import choose_retriever, choose_start, curve_history, training_starts
 from minisci.finetune.retrieval_benchmark import (
     build_benchmark,
+    cloze,
     pair_training_examples,
     query_sentence,
     rank_metrics,
@@ -70,6 +71,33 @@ def test_query_sentence_is_from_the_second_half():
     s = query_sentence(text, 13, "d1")
     assert s in text and text.index(s) > len(text) // 3
     assert query_sentence("Too short.", 13, "d1") is None
+
+
+def test_the_query_sentence_is_removed_from_its_document():
+    text = "First sentence is about the setup here.  Second one tells a method in detail. Third result holds for all of the patients here. Fourth ends it with conclusions for many readers."
+    sentence, rest = cloze(text, 13, "d1")
+    assert sentence and sentence not in rest
+    assert sorted((rest + " " + sentence).split()) == sorted(text.split()), "nothing else is lost"
+    one = "A single long sentence that has many more than eight words in it."
+    assert cloze(one, 13, "d1") == (None, one), "a one-sentence text keeps its only sentence"
+
+
+def test_candidates_are_as_searched_and_no_longer_than_a_query_document(sampled):
+    bench = build_benchmark(CORPORA, sampled[0], tiny_cfg())
+    for split in (bench.test, bench.dev):
+        query_docs = {i for _, i in split.queries["title"]}
+        for text, i in split.queries["sentence"]:
+            assert text not in split.candidates[i]["text"], "inverse cloze: the sentence is not in its document"
+        longest = max(len(split.candidates[i]["text"].split()) for i in query_docs)
+        sentences = max((len(t.split()) for t, _ in split.queries["sentence"]), default=0)
+        assert all(
+            len(c["text"].split()) <= longest + sentences for i, c in enumerate(split.candidates) if i not in query_docs
+        )
+
+
+def test_too_few_short_distractors_is_one_line(sampled):
+    with pytest.raises(MinisciError, match=r"need \d+ distractors; the pool has \d+ .* lower them"):
+        build_benchmark(CORPORA, sampled[0], tiny_cfg(n_candidates=60))
 
 
 def test_ranks_count_ties_against_the_relevant_document():

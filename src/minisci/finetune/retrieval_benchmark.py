@@ -8,16 +8,20 @@ Guarded like every test split:
   at least 30, not a full text) that the corpus sample (hence pretraining) never saw, drawn in a
   seeded order that depends on each id alone (as ``sample_corpus`` draws);
 - the **candidates** are the query documents plus distractors from the rest of the pool (any kind,
-  sampled or not): thousands, so that a model's ranking errors show (300 documents saturate
+  sampled or not) of the query documents' length at most (the longest query document's words): a
+  full text many times an abstract's length is told apart by its length alone, and windowing it
+  would take most of the stage's scoring time (the shipped pool's full texts are 4% of its documents
+  and 57% of its words). Thousands, so that a model's ranking errors show (300 documents saturate
   recall@10 for every model);
 - **embedding training** uses only titled abstracts that are candidates of neither split, so no
   query document and no distractor is ever a training pair. Documents the pool flags as
   overlapping an evaluation set (the catalogue's ``flag_field``) are used for nothing.
 
 Two query kinds per query document: its title (``title``: title -> abstract) and one sentence from
-the second half of its abstract (``sentence``: a passage -> the document it comes from, which
-rewards word overlap and so is where a lexical peer is strongest). A candidate is the abstract text
-alone: the title is the ``title`` query.
+the second half of its abstract (``sentence``: a passage -> the document it comes from). The query
+sentence is removed from its document's candidate text (the inverse cloze task of Lee et al., 2019):
+left in, it would be found word for word, and BM25 scored a trivial 1.0. A candidate is the abstract
+text alone, less that sentence: the title is the ``title`` query.
 
 A ``dev`` split (its own query documents and distractors) chooses the starting encoder and the
 served model; the ``test`` split gives the report's numbers and verdicts, and is used for nothing
@@ -71,23 +75,32 @@ def titled(d: Document) -> bool:
     )
 
 
-def query_sentence(text: str, seed: int, doc_id: str) -> str | None:
-    """A seeded sentence of at least 8 words from the second half of ``text``; None if there is none."""
+def cloze(text: str, seed: int, doc_id: str) -> tuple[str | None, str]:
+    """A seeded sentence of at least 8 words from the second half of ``text``, and the text without
+    it (whitespace normalised); ``(None, text)`` if there is no such sentence."""
     sents = _SENTENCE_RE.split(" ".join(text.split()))
-    second = [s for s in sents[len(sents) // 2 :] if len(s.split()) >= MIN_SENTENCE_WORDS]
+    # the second half; never a one-sentence text's only sentence (its document would be left empty)
+    second = [j for j in range(max(1, len(sents) // 2), len(sents)) if len(sents[j].split()) >= MIN_SENTENCE_WORDS]
     if not second:
-        return None
-    return min(second, key=lambda s: rank(seed, f"{doc_id}:{s}", "sentence"))
+        return None, " ".join(sents)
+    j = min(second, key=lambda j: rank(seed, f"{doc_id}:{sents[j]}", "sentence"))
+    return sents[j], " ".join(sents[:j] + sents[j + 1 :])
+
+
+def query_sentence(text: str, seed: int, doc_id: str) -> str | None:
+    """The ``sentence`` query of a document (see :func:`cloze`); None if it has none."""
+    return cloze(text, seed, doc_id)[0]
 
 
 def _split(query_docs: list[Document], distractors: list[Document], seed: int) -> Split:
-    candidates = [{"id": d.id, "text": " ".join(d.text.split())} for d in query_docs + distractors]
-    queries: dict[str, list[tuple[str, int]]] = {k: [] for k in QUERY_KINDS}
+    candidates, queries = [], {k: [] for k in QUERY_KINDS}
     for i, d in enumerate(query_docs):
+        sentence, rest = cloze(d.text, seed, d.id)
+        candidates.append({"id": d.id, "text": rest})
         queries["title"].append((" ".join(d.title.split()), i))
-        sentence = query_sentence(d.text, seed, d.id)
         if sentence is not None:
             queries["sentence"].append((sentence, i))
+    candidates += [{"id": d.id, "text": " ".join(d.text.split())} for d in distractors]
     return Split(candidates, queries)
 
 
@@ -120,14 +133,16 @@ def build_benchmark(corpora: dict[str, CorpusConfig], documents, cfg, root: str 
             f"n_test_queries + n_dev_queries = {need}: lower them"
         )
     test_q, dev_q = held[: cfg.n_test_queries], held[cfg.n_test_queries : need]
-    # 2. distractors: the rest of the pool in the same seeded order
+    # 2. distractors: the rest of the pool in the same seeded order, no longer than a query document
     taken = {d.id for d in held[:need]}
-    rest = [d for d in order if d.id not in taken]
+    longest = max(len(d.text.split()) for d in held[:need])
+    rest = [d for d in order if d.id not in taken and len(d.text.split()) <= longest]
     n_test_d, n_dev_d = cfg.n_candidates - len(test_q), cfg.n_dev_candidates - len(dev_q)
     if len(rest) < n_test_d + n_dev_d:
         raise MinisciError(
-            f"finetune_embeddings: the pool has {len(pool)} usable documents; n_candidates + n_dev_candidates "
-            f"= {cfg.n_candidates + cfg.n_dev_candidates} leave too few distractors: lower them"
+            f"finetune_embeddings: n_candidates + n_dev_candidates = {cfg.n_candidates + cfg.n_dev_candidates} need "
+            f"{n_test_d + n_dev_d} distractors; the pool has {len(rest)} outside the query documents with at most "
+            f"{longest} words (the longest query document's): lower them"
         )
     test_d, dev_d = rest[:n_test_d], rest[n_test_d : n_test_d + n_dev_d]
     # 3. training documents: titled abstracts that no split searches

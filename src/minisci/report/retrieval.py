@@ -82,9 +82,10 @@ def report_rows(e: dict, base: str) -> list[str]:
         f"## Sentence embeddings (retrieval among {b['candidates']:,} documents)",
         "",
         f"Queries from {b['query_documents']:,} titled abstracts that neither pretraining nor embedding training saw; "
-        f"candidates: those abstracts plus {b['candidates'] - b['query_documents']:,} other pool documents. "
-        "`title`: a paper's title finds its abstract; `sentence`: a sentence from the second half of the abstract "
-        "finds it. MRR@10 with its 95% bootstrap interval over queries.",
+        f"candidates: those abstracts plus {b['candidates'] - b['query_documents']:,} other pool documents no longer "
+        "than the longest of them. `title`: a paper's title finds its abstract; `sentence`: a sentence from the second "
+        "half of the abstract, removed from it, finds the rest (inverse cloze). MRR@10 with its 95% bootstrap "
+        "interval over queries.",
         "",
         "| query kind | system | MRR@10 [95% CI] | recall@1 | recall@10 |",
         "|---|---|---|---|---|",
