@@ -111,6 +111,7 @@ def test_runs_without_a_pretraining_seed_are_the_single_seed(tmp_path):
     assert "## Pretraining seeds (adaptation as a procedure)" in text
     assert "| toyner | 1 × 3 |" in text and "unknown (one pretraining seed: no pretraining variance)" in text
     assert "the one adapted encoder: adapted" in text
+    assert "With one fine-tuning run per pretraining seed" not in text, "one pretraining seed: nothing to split"
 
 
 def test_one_named_pretraining_seed_is_todays_bootstrap(tmp_path):
@@ -145,6 +146,7 @@ def test_three_pretraining_seeds_in_the_report(tmp_path):
     text = export.report(data, CFG)
     assert "| toyner | 3 × 1 |" in text
     assert "pretraining seed 14: adapted" in text and "(1 run)" in text
+    assert "With one fine-tuning run per pretraining seed (toyner), the fine-tuning and pretraining" in text
     # the classification arm names none: it stays the single seed
     assert data["tasks"][("classification", "toycls")]["bootstrap"]["pretrain_seeds"] == 1
 

@@ -83,6 +83,16 @@ def _ci(b: dict) -> str:
     return f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}]"
 
 
+PAIRED_SHARES_NOTE = (
+    "With one fine-tuning run per pretraining seed ({datasets}), the fine-tuning and pretraining seeds move "
+    "each run's difference together and cannot be told apart in it. The pretraining share is then the adapted "
+    "runs' variance beyond the baseline runs' (none when it is not larger), from a handful of runs: a rough "
+    "estimate, and 0% means the adapted runs varied no more than the baseline's, not that pretraining seeds "
+    "do not matter. The Multi-Bootstrap's interval does not depend on this split. Two or more fine-tuning "
+    "runs per pretraining seed (fine-tuning seeds a multiple of the pretraining seeds) separate the two."
+)
+
+
 def _verdict(v: str, margin: float) -> str:
     return f"equivalent within ±{100 * margin:.1f}" if v == "equivalent" else v
 
@@ -128,6 +138,9 @@ def report_rows(comparisons: list[tuple[str, dict, float]]) -> list[str]:
             f"{_verdict(b['fixed']['verdict'], m)} | {_ci(b['fixed'])} | {_pct(b['mde'])} | {_need(b)} | "
             f"{_share(s['test'])} / {_share(s['finetune'])} / {_share(s['pretrain'])} |"
         )
+    paired = [ds for ds, b, _m in comparisons if b["pretrain_seeds"] > 1 and b["runs_per_pretrain_seed"] == 1]
+    if paired:
+        lines += ["", PAIRED_SHARES_NOTE.format(datasets=", ".join(paired))]
     lines.append("")
     for ds, b, _m in comparisons:
         parts = []
