@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minisci.batching import windows_of
 from minisci.config import FinetuneEmbeddingsConfig
 from minisci.encoding import embed, load_encoder
 from minisci.finetune.retrieval_benchmark import (
@@ -29,7 +30,7 @@ from minisci.finetune.retrieval_benchmark import (
     relevant_ranks,
 )
 from minisci.lexical import Bm25, fuse
-from minisci.progress import use_stage_progress
+from minisci.progress import LOG_EVERY_SECONDS, progress_line, use_stage_progress
 from minisci.report.retrieval import SHIPPED, mrr_interval, retrieval_verdicts
 from minisci.training import check_lengths, quiet_load_reports, run_environment, training_arguments
 
@@ -130,18 +131,42 @@ def check_encoder_lengths(adapted_dir, baseline_dir, cfg: FinetuneEmbeddingsConf
 # scoring ---------------------------------------------------------------------------------------------------
 
 
-def dense_scores(model_dir, split: Split, cfg: FinetuneEmbeddingsConfig) -> dict[str, np.ndarray]:
-    """Per query kind, cosine scores [queries, candidates] of an encoder (windowed as `minisci index`)."""
+class ScoringProgress:
+    """``embed``'s progress callback over several calls: a line (windows done of the total, the time
+    left) at most every ``every`` seconds, and one at the end; nothing for shorter work."""
+
+    def __init__(self, what: str, total: int, every: float = LOG_EVERY_SECONDS):
+        self.what, self.total, self.every = what, total, every
+        self.done, self.start = 0, time.monotonic()
+        self.last = self.start
+
+    def __call__(self, windows: int) -> None:
+        self.done += windows
+        now = time.monotonic()
+        if now - self.last >= self.every or (self.done >= self.total and now - self.start >= self.every):
+            self.last = now
+            print(progress_line(self.what, self.done, self.total, now - self.start, unit="windows"), flush=True)
+
+
+def dense_scores(
+    model_dir, split: Split, cfg: FinetuneEmbeddingsConfig, what: str = "scoring"
+) -> dict[str, np.ndarray]:
+    """Per query kind, cosine scores [queries, candidates] of an encoder (windowed as `minisci index`),
+    with a progress line (``what``) every 30 s."""
     quiet_load_reports()
     model, tok = load_encoder(model_dir)
-    docs = embed(model, tok, [c["text"] for c in split.candidates], cfg.eval_batch_size, cfg.eval_max_length)
-    out = {}
-    for kind, queries in split.queries.items():
-        if not queries:  # no abstract had a long enough second-half sentence (tiny collections)
-            continue
-        q = embed(model, tok, [text for text, _ in queries], cfg.eval_batch_size, cfg.eval_max_length)
-        out[kind] = q @ docs.T
-    return out
+    kinds = {kind: [text for text, _ in queries] for kind, queries in split.queries.items() if queries}
+    texts = [[c["text"] for c in split.candidates], *kinds.values()]
+    body = cfg.eval_max_length - 2
+    windows = sum(
+        len(windows_of(ids, body))
+        for group in texts
+        for ids in tok(group, add_special_tokens=False, verbose=False)["input_ids"]
+    )
+    progress = ScoringProgress(what, windows)
+    docs, *queries = (embed(model, tok, group, cfg.eval_batch_size, cfg.eval_max_length, progress) for group in texts)
+    # no query kind without queries (no abstract had a long enough second-half sentence: tiny collections)
+    return {kind: q @ docs.T for kind, q in zip(kinds, queries)}
 
 
 def bm25_scores(split: Split) -> dict[str, np.ndarray]:
@@ -208,8 +233,11 @@ def run_finetune_embeddings(corpora, documents, adapted_dir, baseline_dir, cfg: 
         tuned_dirs[s] = Path(work_dir) / tuned_name(s)
         tuned[s].save(str(tuned_dirs[s]))
     # 3. dev: the fine-tuned model to keep, served only if it beats the shipped model; then the retriever
-    dev_scores = {SHIPPED: dense_scores(baseline_dir, bench.dev, cfg)}
-    dev_scores |= {tuned_name(s): dense_scores(tuned_dirs[s], bench.dev, cfg) for s in starts}
+    dev_scores = {SHIPPED: dense_scores(baseline_dir, bench.dev, cfg, f"finetune_embeddings: dev, {SHIPPED}")}
+    dev_scores |= {
+        tuned_name(s): dense_scores(tuned_dirs[s], bench.dev, cfg, f"finetune_embeddings: dev, {tuned_name(s)}")
+        for s in starts
+    }
     dev = {name: dev_mrr(bench.dev, s) for name, s in dev_scores.items()}
     start_dev = {s: dev[tuned_name(s)] for s in starts}
     start_encoder = choose_start(start_dev, cfg.encoder)
@@ -222,8 +250,11 @@ def run_finetune_embeddings(corpora, documents, adapted_dir, baseline_dir, cfg: 
     }
     retriever = choose_retriever(dev_retrievers)
     # 4. test: every system once, then intervals and verdicts
-    test = {SHIPPED: dense_scores(baseline_dir, bench.test, cfg)}
-    test |= {tuned_name(s): dense_scores(tuned_dirs[s], bench.test, cfg) for s in starts}
+    test = {SHIPPED: dense_scores(baseline_dir, bench.test, cfg, f"finetune_embeddings: test, {SHIPPED}")}
+    test |= {
+        tuned_name(s): dense_scores(tuned_dirs[s], bench.test, cfg, f"finetune_embeddings: test, {tuned_name(s)}")
+        for s in starts
+    }
     test["bm25"] = test_bm25
     test["hybrid"] = {k: fuse(test[served][k], test_bm25[k]) for k in test_bm25}
     table, verdicts = test_results(bench.test, test, cfg)
