@@ -1,6 +1,7 @@
 """Readers, one place each: CoNLL-style NER files, JSON Lines classification files (both as the
-dataset catalogue declares them), the normalised splits ``prepare_data`` writes, and the pretraining
-document pools.
+dataset catalogue declares them), the normalised splits ``prepare_data`` writes, and the documents
+of the corpus sample (``sample_corpus``'s output; the corpora of the catalogue are read by
+:mod:`minisci.data.corpora`).
 
 CoNLL quirks handled (see the data mirror's README):
 
@@ -21,6 +22,7 @@ import dataclasses
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 
 from minisci.errors import DataFormatError
@@ -298,9 +300,6 @@ def words_of(example: NerSentence | Example) -> list[str]:
 
 # Pretraining documents -------------------------------------------------------------------------------
 
-POOLS = {"biomedical": "corpus/biomedical.jsonl", "general": "corpus/general.jsonl"}
-
-
 @dataclasses.dataclass
 class Document:
     id: str
@@ -313,26 +312,9 @@ class Document:
     sentences: list[str] | None = None  # pre-split (TAPT NER documents); else filled by Punkt
 
 
-def load_pool(path: str | Path, domain: str) -> list[Document]:
-    docs = []
-    for lineno, obj in iter_jsonl(path):
-        for key, tp in (("id", str), ("text", str), ("source", str), ("kind", str), ("eval_overlap", bool)):
-            if not isinstance(obj.get(key), tp):
-                raise DataFormatError(path, lineno, f"expected field '{key}' of type {tp.__name__}")
-        if not obj["text"].strip():
-            raise DataFormatError(path, lineno, "empty 'text'")
-        docs.append(
-            Document(
-                obj["id"], obj["source"], domain, obj["kind"], obj.get("title") or "", obj["text"], obj["eval_overlap"]
-            )
-        )
-    if not docs:
-        raise DataFormatError(path, None, "pool file is empty")
-    return docs
-
-
-def read_documents(path: str | Path) -> list[dict]:
-    docs = []
+def iter_sample(path: str | Path) -> Iterator[dict]:
+    """The documents of a ``sample_corpus`` documents file, streamed, each line checked: an ``id`` and
+    at least one non-empty sentence."""
     for lineno, obj in iter_jsonl(path):
         sents = obj.get("sentences")
         if not isinstance(obj.get("id"), str) or not isinstance(sents, list) or not sents:
@@ -341,7 +323,12 @@ def read_documents(path: str | Path) -> list[dict]:
             )
         if not all(isinstance(s, str) and s.strip() for s in sents):
             raise DataFormatError(path, lineno, "every sentence must be a non-empty string")
-        docs.append(obj)
+        yield obj
+
+
+def read_documents(path: str | Path) -> list[dict]:
+    """Every document of a ``sample_corpus`` documents file (:func:`iter_sample`); at least two."""
+    docs = list(iter_sample(path))
     if len(docs) < 2:
         raise DataFormatError(path, None, f"need at least 2 documents to build NotNext pairs, found {len(docs)}")
     return docs

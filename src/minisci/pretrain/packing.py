@@ -24,23 +24,15 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from minisci.errors import DataFormatError
-from minisci.io import iter_jsonl
+from minisci.data.readers import iter_sample
 
 TOKENIZE_BATCH = 256  # documents per tokenizer call (the fast tokenizer batches in Rust)
 
 
 def iter_documents(path: str | Path) -> Iterator[dict]:
     """``{'id', 'domain', 'sentences'}`` of a ``sample_corpus`` documents file, checked line by line."""
-    for lineno, obj in iter_jsonl(path):
-        sents = obj.get("sentences")
-        if not isinstance(obj.get("id"), str) or not isinstance(sents, list) or not sents:
-            raise DataFormatError(
-                path, lineno, "expected {'id': str, 'sentences': [str, ...]} with at least one sentence"
-            )
-        if not all(isinstance(s, str) and s.strip() for s in sents):
-            raise DataFormatError(path, lineno, "every sentence must be a non-empty string")
-        yield {"id": obj["id"], "domain": str(obj.get("domain", "corpus")), "sentences": sents}
+    for obj in iter_sample(path):
+        yield {"id": obj["id"], "domain": str(obj.get("domain", "corpus")), "sentences": obj["sentences"]}
 
 
 def pack_corpus(docs: Iterable[dict], tokenizer, block_size: int) -> Iterator[dict]:
