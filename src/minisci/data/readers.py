@@ -300,6 +300,7 @@ def words_of(example: NerSentence | Example) -> list[str]:
 
 # Pretraining documents -------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class Document:
     id: str
