@@ -21,7 +21,6 @@ from minisci.finetune.retrieval_benchmark import (
     build_benchmark,
     cloze,
     pair_training_examples,
-    query_sentence,
     rank_metrics,
     relevant_ranks,
 )
@@ -74,9 +73,9 @@ def test_too_few_unseen_documents_is_one_line(sampled):
 
 def test_query_sentence_is_from_the_second_half():
     text = "First sentence is about the setup here. Second one tells a method in detail. Third result holds for all of the patients here. Fourth ends it with conclusions for many readers."
-    s = query_sentence(text, 13, "d1")
+    s, _ = cloze(text, 13, "d1")
     assert s in text and text.index(s) > len(text) // 3
-    assert query_sentence("Too short.", 13, "d1") is None
+    assert cloze("Too short.", 13, "d1") == (None, "Too short.")
 
 
 def test_the_query_sentence_is_removed_from_its_document():

@@ -87,11 +87,6 @@ def cloze(text: str, seed: int, doc_id: str) -> tuple[str | None, str]:
     return sents[j], " ".join(sents[:j] + sents[j + 1 :])
 
 
-def query_sentence(text: str, seed: int, doc_id: str) -> str | None:
-    """The ``sentence`` query of a document (see :func:`cloze`); None if it has none."""
-    return cloze(text, seed, doc_id)[0]
-
-
 def _split(query_docs: list[Document], distractors: list[Document], seed: int) -> Split:
     candidates, queries = [], {k: [] for k in QUERY_KINDS}
     for i, d in enumerate(query_docs):
