@@ -81,14 +81,19 @@ def measure(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, float, 
     return wall, peak_tree / 2**20, peak_one, tail[-1] if tail else ""
 
 
-def params_for(base: Path, corpus_dir: Path, out: Path, new: bool) -> Path:
-    params = yaml.safe_load(base.read_text())
-    if new:
-        for name, entry in params["corpora"].items():
-            entry["path"] = str(corpus_dir / f"{name}.jsonl")
+def params_for(code: Path, corpus_dir: Path, out: Path, new: bool) -> tuple[Path, list[str]]:
+    """The params file for ``code``'s stages, and the catalogue options of its sample_corpus: the
+    after code reads the corpus catalogue (pointed at the replicated pool) from a file of its own."""
+    params = yaml.safe_load((code / "params.yaml").read_text())
     path = out / ("params_after.yaml" if new else "params_before.yaml")
     path.write_text(yaml.safe_dump(params, sort_keys=False))
-    return path
+    if not new:
+        return path, []
+    corpora = yaml.safe_load((code / "data/corpora.yaml").read_text())
+    for name, entry in corpora["corpora"].items():
+        entry["path"] = str(corpus_dir / f"{name}.jsonl")
+    (out / "corpora.yaml").write_text(yaml.safe_dump(corpora, sort_keys=False))
+    return path, ["--catalogue", str(code / "data/datasets.yaml"), "--corpora-catalogue", str(out / "corpora.yaml")]
 
 
 def run_size(n: int, args, work: Path) -> list[tuple]:
@@ -101,11 +106,11 @@ def run_size(n: int, args, work: Path) -> list[tuple]:
         out = work / f"{n}x" / label
         out.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(code / "src")}
-        params = params_for(code / "params.yaml", raw / "corpus", out, new=label == "after")
+        params, catalogues = params_for(code, raw / "corpus", out, new=label == "after")
         if label == "before":
             sample = ["--raw", str(raw)]
         else:
-            sample = ["--corpus-dirs", str(raw / "corpus")]
+            sample = ["--corpus-dirs", str(raw / "corpus"), *catalogues]
         cmd = [sys.executable, str(code / "stages/sample_corpus.py"), *sample, "--datasets", str(REPO / "data/prepared"),
                "--out", str(out / "corpus"), "--metrics", str(out / "sample.json"), "--params", str(params)]  # fmt: skip
         t, tree, one, _ = measure(cmd, code, env)

@@ -334,7 +334,7 @@ def prepare_data(mirror: Path, sizes: Sizes, work: Path, out: Path) -> dict:
     from minisci.io import write_jsonl
 
     params, profile = REPO / "params.yaml", paper_profile()
-    catalog = load_catalog(params)
+    catalog = load_catalog(REPO / "data/datasets.yaml")
     wanted = (
         set(DATASETS)
         | set(profile.get("finetune_ner.datasets", []))
@@ -366,7 +366,7 @@ def prepare_data(mirror: Path, sizes: Sizes, work: Path, out: Path) -> dict:
     )
     corpora = {  # the catalogue's corpora, read from the mirror (the check has no data/raw)
         name: dataclasses.replace(c, path=str(Path(mirror) / "corpus" / Path(c.path).name))
-        for name, c in load_corpora(params).items()
+        for name, c in load_corpora(REPO / "data/corpora.yaml").items()
     }
     sample_corpus(corpora, prepared, tuple(sorted(p.name for p in prepared.iterdir())), corpus_cfg, work)
     pair_overrides = {k: profile[f"make_pairs.{k}"] for k in PAIR_KEYS if f"make_pairs.{k}" in profile}

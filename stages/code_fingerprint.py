@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from minisci.config import ModelConfig, check_finetune_datasets, load_section
+from minisci.config import DATASETS_FILE, ModelConfig, check_finetune_datasets, load_section
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
 from minisci.pretrain.model import check_base_model, resolve_model_path
@@ -28,9 +28,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--stages", required=True, help="folder of the stage scripts")
     p.add_argument("--out", required=True, help="folder for the fingerprint files")
     p.add_argument("--params", default="params.yaml")
+    p.add_argument("--catalogue", default=DATASETS_FILE, help=f"the dataset catalogue (default {DATASETS_FILE})")
     args = p.parse_args(argv)
 
-    check_finetune_datasets(args.params)
+    check_finetune_datasets(args.params, args.catalogue)
     model_cfg = load_section(ModelConfig, "model", args.params)
     if model_cfg.base != "scratch":  # the first stage that reads the folder: one that cannot load fails here
         check_base_model(model_cfg.base, resolve_model_path(model_cfg.base))

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from minisci.config import ExportMetricsConfig, ModelConfig, finetune_config, load_catalog, load_section
+from minisci.config import DATASETS_FILE, ExportMetricsConfig, ModelConfig, finetune_config, load_catalog, load_section
 from minisci.io import atomic_path, write_json
 from minisci.pretrain.seeds import load_seed_design
 from minisci.report.export import (
@@ -45,12 +45,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compare", required=True, help="directory: plot data overlaying both arms (fixed paths)")
     p.add_argument("--predictions", required=True, help="directory: word-level CoNLL test predictions (NER)")
     p.add_argument("--params", default="params.yaml")
+    p.add_argument("--catalogue", default=DATASETS_FILE, help=f"the dataset catalogue (default {DATASETS_FILE})")
     args = p.parse_args(argv)
 
     cfg = load_section(ExportMetricsConfig, "export_metrics", args.params)
     runs = {k.name: load_section(finetune_config(k), k.stage, args.params).datasets for k in registry.KINDS.values()}
     base = load_section(ModelConfig, "model", args.params).base
-    catalog = load_catalog(args.params)
+    catalog = load_catalog(args.catalogue)
     seeds = load_seed_design(args.params).seeds
     data = collect(Path(args.metrics_dir), Path(args.models_dir), cfg, runs, catalog, Path(args.data_dir), base, seeds)
     with atomic_path(args.charts) as tmp:

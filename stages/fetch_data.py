@@ -1,5 +1,5 @@
-"""Stage fetch_data: copy every dataset file in the manifest from an offline mirror (or download it
-from its public URL), verify sha256, and publish the tree atomically.
+"""Stage fetch_data: copy every dataset file in the manifest from an offline mirror (nothing is
+downloaded), verify sha256, and publish the tree atomically.
 
 Usage: python stages/fetch_data.py --manifest data/manifest.tsv --out data/raw [--params params.yaml]
 
@@ -37,8 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"warning: {line}", file=sys.stderr)
     repeated = f"; {len(warnings)} repeated manifest line(s) skipped" if warnings else ""
     print(
-        f"fetch_data: {stats['files']} files, {stats['bytes']:,} bytes verified "
-        f"({stats['from_mirror']} from {mirror}, {stats['downloaded']} downloaded){repeated} -> {args.out}"
+        f"fetch_data: {stats['files']} files, {stats['bytes']:,} bytes verified (from {mirror}){repeated} -> {args.out}"
     )
 
 

@@ -1,7 +1,7 @@
 """Stage finetune_embeddings: contrastive fine-tuning (MultipleNegativesRankingLoss, mean pooling,
 BM25 hard negatives) of the shipped and the adapted encoder into sentence-embedding models on
-title <-> abstract pairs of the corpora of params.yaml's catalogue; a retrieval benchmark (title and
-sentence queries among thousands of documents) with verdicts against the base model as shipped,
+title <-> abstract pairs of the corpora of the corpus catalogue (data/corpora.yaml); a retrieval
+benchmark (title and sentence queries among thousands of documents) with verdicts against the base model as shipped,
 BM25 and each other. Saves the encoder that is better on dev.
 
 Usage: python stages/finetune_embeddings.py --docs data/corpus/documents.jsonl \\
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from minisci.cards import eval_result, write_model_card
-from minisci.config import FinetuneEmbeddingsConfig, load_corpora, load_section
+from minisci.config import CORPORA_FILE, FinetuneEmbeddingsConfig, load_corpora, load_section
 from minisci.finetune.embeddings import (
     RETRIEVAL_FILE,
     curve_history,
@@ -47,10 +47,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--plots", required=True)
     p.add_argument("--checkpoints", required=True, help="folder kept across runs: the metrics of the run")
     p.add_argument("--params", default="params.yaml")
+    p.add_argument(
+        "--corpora-catalogue", default=CORPORA_FILE, help=f"the pretraining corpus catalogue (default {CORPORA_FILE})"
+    )
     args = p.parse_args(argv)
 
     cfg = load_section(FinetuneEmbeddingsConfig, "finetune_embeddings", args.params)
-    corpora = load_corpora(args.params)
+    corpora = load_corpora(args.corpora_catalogue)
     with tempfile.TemporaryDirectory(prefix="finetune_embeddings.") as work:
         model, metrics, history = run_finetune_embeddings(corpora, args.docs, args.adapted, args.baseline, cfg, work)
         served = metrics["served"]

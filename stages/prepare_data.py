@@ -1,4 +1,4 @@
-"""Stage prepare_data: read one dataset of the catalogue (params.yaml ``datasets``) as declared,
+"""Stage prepare_data: read one dataset of the catalogue (data/datasets.yaml) as declared,
 check it, and write its normalised splits (IOB2 NER sentences or labelled texts) and dataset.json.
 
 Usage: python stages/prepare_data.py --dataset bc5cdr --data data/raw/ner/bc5cdr --out data/prepared/bc5cdr
@@ -12,20 +12,20 @@ import argparse
 import dataclasses
 import sys
 
-from minisci.config import SPLITS, catalog_entry
+from minisci.config import DATASETS_FILE, SPLITS, catalog_entry
 from minisci.data.prepare import check_links_stay_inside, prepare_dataset, write_prepared
 from minisci.stage import description, run_stage
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=description(__doc__))
-    p.add_argument("--dataset", required=True, help="catalogue entry (a key of the params 'datasets' section)")
+    p.add_argument("--dataset", required=True, help="catalogue entry (a key under 'datasets' in the catalogue)")
     p.add_argument("--data", required=True, help="the entry's directory (its 'dir')")
     p.add_argument("--out", required=True, help="directory: train/dev/test.jsonl and dataset.json")
-    p.add_argument("--params", default="params.yaml")
+    p.add_argument("--catalogue", default=DATASETS_FILE, help=f"the dataset catalogue (default {DATASETS_FILE})")
     args = p.parse_args(argv)
 
-    cfg = dataclasses.replace(catalog_entry(args.dataset, path=args.params), dir=args.data)
+    cfg = dataclasses.replace(catalog_entry(args.dataset, path=args.catalogue), dir=args.data)
     check_links_stay_inside(cfg, ".")  # run from the repository root, as dvc repro runs it
     rows, meta = prepare_dataset(args.dataset, cfg)
     write_prepared(args.out, rows, meta)

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from minisci.config import SampleCorpusConfig, load_catalog, load_corpora, load_section
+from minisci.config import CORPORA_FILE, DATASETS_FILE, SampleCorpusConfig, load_catalog, load_corpora, load_section
 from minisci.data.corpus import check_tracked, sample_corpus
 from minisci.io import atomic_path, write_json
 from minisci.stage import description, run_stage
@@ -34,6 +34,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="directory: documents.jsonl, punkt_params.json")
     p.add_argument("--metrics", required=True)
     p.add_argument("--params", default="params.yaml")
+    p.add_argument("--catalogue", default=DATASETS_FILE, help=f"the dataset catalogue (default {DATASETS_FILE})")
+    p.add_argument(
+        "--corpora-catalogue", default=CORPORA_FILE, help=f"the pretraining corpus catalogue (default {CORPORA_FILE})"
+    )
     p.add_argument(
         "--num-proc",
         type=int,
@@ -43,9 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     cfg = load_section(SampleCorpusConfig, "sample_corpus", args.params)
-    corpora = load_corpora(args.params)
+    corpora = load_corpora(args.corpora_catalogue)
     check_tracked(corpora, args.corpus_dirs)
-    names = tuple(load_catalog(args.params))
+    names = tuple(load_catalog(args.catalogue))
     start = time.perf_counter()
     with atomic_path(args.out) as out:
         out.mkdir()

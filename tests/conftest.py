@@ -122,8 +122,33 @@ def fixture_manifest(path: Path, mirror: Path = FIXTURE_MIRROR) -> list[Manifest
 FIXTURE_DATASETS = ("bc5cdr", "scicite")
 
 
+# The catalogues, files of their own beside params.yaml: tests keep them in one dict under these keys
+# and write_params puts each in its file.
+CATALOGUES = {"datasets": "data/datasets.yaml", "corpora": "data/corpora.yaml"}
+
+
+def repo_params() -> dict:
+    """This repository's params.yaml, with the two catalogues under their keys."""
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    for key, file in CATALOGUES.items():
+        params[key] = yaml.safe_load((REPO / file).read_text())[key]
+    return params
+
+
+def write_params(root: Path, params: dict) -> Path:
+    """``params`` as a project writes them: the catalogues (if given) in ``root/data/``, the rest in
+    ``root/params.yaml`` (returned)."""
+    params = dict(params)
+    for key, file in CATALOGUES.items():
+        if key in params:
+            (root / file).parent.mkdir(parents=True, exist_ok=True)
+            (root / file).write_text(yaml.safe_dump({key: params.pop(key)}, sort_keys=False))
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return root / "params.yaml"
+
+
 def tiny_params(overrides: dict | None = None) -> dict:
-    params = copy.deepcopy(yaml.safe_load((REPO / "params.yaml").read_text()))
+    params = copy.deepcopy(repo_params())
     params["datasets"] = {k: v for k, v in params["datasets"].items() if k in FIXTURE_DATASETS}
     # 24 + 6 of the 30 documents (the shipped 82/18 would round to 25 + 5 on so few)
     params["corpora"]["biomedical"]["weight"], params["corpora"]["general"]["weight"] = 0.8, 0.2
@@ -166,7 +191,7 @@ def prepare(raw_root: Path, name: str, out: Path) -> Path:
     from minisci.config import load_catalog
     from minisci.data.prepare import prepare_dataset, write_prepared
 
-    cfg = load_catalog(REPO / "params.yaml")[name]
+    cfg = load_catalog(REPO / "data/datasets.yaml")[name]
     cfg = dataclasses.replace(cfg, dir=str(raw_root / cfg.dir.removeprefix("data/raw/")))
     write_prepared(out, *prepare_dataset(name, cfg))
     return out
@@ -174,9 +199,7 @@ def prepare(raw_root: Path, name: str, out: Path) -> Path:
 
 @pytest.fixture
 def tiny_params_file(tmp_path) -> Path:
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(tiny_params()))
-    return path
+    return write_params(tmp_path, tiny_params())
 
 
 def run(cmd: list[str], cwd: Path, env: dict | None = None, check: bool = True):
@@ -235,7 +258,7 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
     (root / "data").mkdir()
     shutil.copytree(REPO / "data" / "corpora", root / "data" / "corpora")  # where a user's corpora go (a dep)
     fixture_manifest(root / "data" / "manifest.tsv")
-    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides), sort_keys=False))
+    write_params(root, tiny_params(overrides))
     run(["git", "init", "-q"], root)
     run(["git", "config", "user.email", "t@example.com"], root)
     run(["git", "config", "user.name", "test"], root)

@@ -76,22 +76,42 @@ def test_dataset_lists_and_catalogue_lookups():
     with pytest.raises(ConfigError, match=r"'finetune_ner': eval_delay must be >= 0"):
         from_dict(config.FinetuneNerConfig, {**good, "eval_delay": -1}, "finetune_ner")
     with pytest.raises(ConfigError, match=r"no dataset 'conll' in the 'datasets' catalogue"):
-        config.catalog_entry("conll", path=REPO / "params.yaml")
+        config.catalog_entry("conll", path=REPO / "data/datasets.yaml")
     with pytest.raises(ConfigError, match=r"dataset 'scicite' is a classification dataset, not ner"):
-        config.catalog_entry("scicite", task="ner", path=REPO / "params.yaml")
+        config.catalog_entry("scicite", task="ner", path=REPO / "data/datasets.yaml")
 
 
-def test_catalogue_errors_name_the_entry(tmp_path):
+def test_catalogue_errors_name_the_file_and_the_entry(tmp_path):
+    catalogue = load_params(REPO / "data/datasets.yaml")
+    catalogue["datasets"]["mine"] = {"task": "ner", "dir": "d", "splits": {"train": "a"}, "format": "conll"}
+    path = tmp_path / "datasets.yaml"
+    path.write_text(yaml.safe_dump(catalogue))
+    with pytest.raises(ConfigError, match=rf"^{path}: 'datasets\.mine': splits must name exactly"):
+        config.load_catalog(path)
+    catalogue["datasets"]["mine"] = {"task": "ner", "dir": "d", "splits": {}, "format": "conll", "colour": 1}
+    path.write_text(yaml.safe_dump(catalogue))
+    with pytest.raises(ConfigError, match=rf"^{path}: 'datasets\.mine': unknown keys \['colour'\]"):
+        config.load_catalog(path)
+    catalogue["datasets"]["mine"] = {"task": "ner", "dir": "d", "splits": {}, "format": "conll", "labels": "A"}
+    path.write_text(yaml.safe_dump(catalogue))
+    with pytest.raises(ConfigError, match=rf"^{path}: datasets\.mine\.labels: expected"):
+        config.load_catalog(path)
+    with pytest.raises(ConfigError, match=rf"^{tmp_path / 'none.yaml'}: the dataset catalogue file not found"):
+        config.load_catalog(tmp_path / "none.yaml")
+    path.write_text("datasets: {}\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: missing or empty 'datasets' mapping"):
+        config.load_catalog(path)
+
+
+def test_a_catalogue_left_in_params_yaml_is_refused(tmp_path):
+    """No stage reads a catalogue in params.yaml: the first stage says where it belongs."""
     params = load_params(REPO / "params.yaml")
-    params["datasets"]["mine"] = {"task": "ner", "dir": "d", "splits": {"train": "a"}, "format": "conll"}
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
-    with pytest.raises(ConfigError, match=r"params section 'datasets\.mine': splits must name exactly"):
-        config.load_catalog(path)
-    params["datasets"]["mine"] = {"task": "ner", "dir": "d", "splits": {}, "format": "conll", "colour": 1}
-    path.write_text(yaml.safe_dump(params))
-    with pytest.raises(ConfigError, match=r"datasets\.mine': unknown keys \['colour'\]"):
-        config.load_catalog(path)
+    for key, file in (("datasets", "data/datasets.yaml"), ("corpora", "data/corpora.yaml")):
+        path = tmp_path / "params.yaml"
+        path.write_text(yaml.safe_dump({**params, key: load_params(REPO / file)[key]}))
+        with pytest.raises(ConfigError, match=rf"^{path}: '{key}' is a catalogue, not a params section: move it to"):
+            config.check_finetune_datasets(path, REPO / "data/datasets.yaml")
+    config.check_finetune_datasets(REPO / "params.yaml", REPO / "data/datasets.yaml")
 
 
 def test_finetune_params_are_whole_section_dvc_deps():

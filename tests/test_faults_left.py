@@ -17,6 +17,7 @@ from minisci.stage import run_stage
 from minisci.training import checkpoint_to_resume
 
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+DATASETS = yaml.safe_load((REPO / "data/datasets.yaml").read_text())["datasets"]
 NER_ENTRY = {
     "task": "ner",
     "dir": "data/d",
@@ -33,10 +34,11 @@ def stage(name: str):
 
 
 def params_with(tmp: Path, datasets: dict | None = None, **sections) -> str:
-    params = {**PARAMS, **sections}
-    if datasets is not None:
-        params["datasets"] = datasets
-    (tmp / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
+    """params.yaml with ``sections`` replaced, and the dataset catalogue data/datasets.yaml."""
+    (tmp / "params.yaml").write_text(yaml.safe_dump({**PARAMS, **sections}, sort_keys=False, allow_unicode=True))
+    (tmp / "data").mkdir(exist_ok=True)
+    catalogue = {"datasets": DATASETS if datasets is None else datasets}
+    (tmp / "data/datasets.yaml").write_text(yaml.safe_dump(catalogue, sort_keys=False, allow_unicode=True))
     return "params.yaml"
 
 
@@ -49,7 +51,8 @@ def ner_files(folder: Path) -> None:
 def prepare(tmp: Path, datasets: dict, name: str = "d"):
     """prepare_data for catalogue entry ``name`` as dvc.yaml runs it."""
     argv = ["--dataset", name, "--data", str(datasets[name]["dir"]) if name in datasets else "data/d"]
-    argv += ["--out", "data/prepared/d", "--params", params_with(tmp, datasets)]
+    params_with(tmp, datasets)
+    argv += ["--out", "data/prepared/d", "--catalogue", "data/datasets.yaml"]
     return lambda: run_stage(stage("prepare_data"), argv)
 
 
@@ -127,24 +130,24 @@ CASES = [
     (
         "labels: []",
         labels_empty,
-        "params section 'datasets.d': labels is empty; list them, or null to read them from train",
+        "data/datasets.yaml: 'datasets.d': labels is empty; list them, or null to read them from train",
     ),
     (
         "catalogue name with a space",
         name_with_a_space,
-        "params.yaml: dataset name 'bc5 cdr' in 'datasets' may hold only letters, digits, '_' and '-' "
+        "data/datasets.yaml: dataset name 'bc5 cdr' in 'datasets' may hold only letters, digits, '_' and '-' "
         "(it names stages, folders and params keys)",
     ),
     (
         "dataset dir outside the repository",
         dir_outside,
-        "params section 'datasets.d': dir '{tmp.parent}/elsewhere' is outside the repository, where DVC does "
+        "data/datasets.yaml: 'datasets.d': dir '{tmp.parent}/elsewhere' is outside the repository, where DVC does "
         "not version it: bring the data in with 'dvc add' or 'dvc import-url' and give its repository path",
     ),
     (
         "dataset dir above the repository",
         dir_above,
-        "params section 'datasets.d': dir '../elsewhere' is outside the repository, where DVC does "
+        "data/datasets.yaml: 'datasets.d': dir '../elsewhere' is outside the repository, where DVC does "
         "not version it: bring the data in with 'dvc add' or 'dvc import-url' and give its repository path",
     ),
     (

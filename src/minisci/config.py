@@ -1,8 +1,10 @@
-"""Typed, frozen configuration: one dataclass per ``params.yaml`` section.
+"""Typed, frozen configuration: one dataclass per ``params.yaml`` section, and the two catalogues.
 
 Every stage loads exactly its own section with :func:`load_section`. Unknown keys raise (a typo in
 ``params.yaml`` or in ``dvc exp run -S`` must not be silently ignored), missing keys raise, and each
-dataclass validates its values in ``__post_init__``.
+dataclass validates its values in ``__post_init__``. The evaluation datasets and the pretraining
+corpora are catalogues in files of their own (:data:`DATASETS_FILE`, :data:`CORPORA_FILE`), read with
+:func:`load_catalog` and :func:`load_corpora`, with the same checks.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ def _check_names(names: tuple[str, ...], section: str, key: str) -> None:
     _check(len(set(names)) == len(names), section, f"{key} lists a dataset twice: {list(names)}")
 
 
-# The dataset catalogue: one entry per dataset under the ``datasets`` section ---------------------------
+# The dataset catalogue: one entry per dataset under ``datasets`` in data/datasets.yaml ----------------
+
+# Repository-relative, as DVC runs every stage from the repository root. Not params.yaml sections:
+# `dvc exp show` lists every key of params.yaml, and these are dozens of fields no experiment changes.
+DATASETS_FILE = "data/datasets.yaml"
+CORPORA_FILE = "data/corpora.yaml"
 
 # A catalogue name becomes a DVC stage name (prepare_data@NAME), a folder and a params key
 # (datasets.NAME) on stage commands: no space, dot or other character any of those would split at.
@@ -104,11 +111,26 @@ class DatasetConfig:
         return Path(self.dir) / self.splits[split]
 
 
-def load_catalog(path: str | Path = "params.yaml") -> dict[str, DatasetConfig]:
-    """Every entry of the ``datasets`` section, validated (errors name ``datasets.<name>``)."""
-    section = load_params(path).get("datasets")
+def _catalogue_section(path: str | Path, key: str, what: str) -> dict:
+    """The ``key`` mapping of a catalogue file, non-empty (one line naming the file otherwise)."""
+    if not Path(path).is_file():
+        raise ConfigError(f"{path}: {what} file not found (DVC runs the stages from the repository root)")
+    section = load_params(path).get(key)
     if not isinstance(section, dict) or not section:
-        raise ConfigError(f"{path}: missing or empty section 'datasets' (the dataset catalogue)")
+        raise ConfigError(f"{path}: missing or empty '{key}' mapping ({what})")
+    return section
+
+
+def _entry_error(path: str | Path, e: ConfigError, key: str, name: str) -> ConfigError:
+    """A validation message of an entry, naming the file and the entry instead of a params section."""
+    msg = str(e).replace(f"params section '{key}.{name}'", f"'{key}.{name}'")
+    msg = msg.replace(f"params section '{key}'", f"'{key}.{name}'").replace(f"params {key}.{name}.", f"{key}.{name}.")
+    return ConfigError(f"{path}: {msg}")
+
+
+def load_catalog(path: str | Path = DATASETS_FILE) -> dict[str, DatasetConfig]:
+    """Every entry of the dataset catalogue, validated (errors name the file and ``datasets.<name>``)."""
+    section = _catalogue_section(path, "datasets", "the dataset catalogue")
     out = {}
     for name, entry in section.items():
         if not isinstance(name, str) or not DATASET_NAME.fullmatch(name):
@@ -118,16 +140,14 @@ def load_catalog(path: str | Path = "params.yaml") -> dict[str, DatasetConfig]:
             )
         try:
             out[name] = from_dict(DatasetConfig, entry, f"datasets.{name}")
-        except ConfigError as e:  # __post_init__ messages say "datasets"; name the entry
-            raise ConfigError(
-                str(e).replace("params section 'datasets'", f"params section 'datasets.{name}'")
-            ) from None
-        _check(
-            is_inside_repository(out[name].dir),
-            f"datasets.{name}",
-            f"dir {out[name].dir!r} is outside the repository, where DVC does not version it: "
-            "bring the data in with 'dvc add' or 'dvc import-url' and give its repository path",
-        )
+            _check(
+                is_inside_repository(out[name].dir),
+                f"datasets.{name}",
+                f"dir {out[name].dir!r} is outside the repository, where DVC does not version it: "
+                "bring the data in with 'dvc add' or 'dvc import-url' and give its repository path",
+            )
+        except ConfigError as e:  # __post_init__ messages say "datasets"; name the file and the entry
+            raise _entry_error(path, e, "datasets", name) from None
     return out
 
 
@@ -139,7 +159,7 @@ def is_inside_repository(path: str | Path) -> bool:
     return not Path(path).is_absolute() and Path(os.path.normpath(path)).parts[:1] != (os.pardir,)
 
 
-def catalog_entry(name: str, task: str | None = None, path: str | Path = "params.yaml") -> DatasetConfig:
+def catalog_entry(name: str, task: str | None = None, path: str | Path = DATASETS_FILE) -> DatasetConfig:
     """The catalogue entry ``name``, checked to exist (and to be of ``task``)."""
     catalog = load_catalog(path)
     if name not in catalog:
@@ -149,13 +169,18 @@ def catalog_entry(name: str, task: str | None = None, path: str | Path = "params
     return catalog[name]
 
 
-def check_finetune_datasets(path: str | Path = "params.yaml") -> None:
+def check_finetune_datasets(path: str | Path = "params.yaml", catalogue: str | Path = DATASETS_FILE) -> None:
     """Every dataset a fine-tuning stage lists is a catalogue entry of its task: one line naming the
-    known ones otherwise (checked by the first stage, before DVC looks for data/prepared/<name>)."""
-    catalog = load_catalog(path)
+    known ones otherwise (checked by the first stage, before DVC looks for data/prepared/<name>).
+    A catalogue left in ``params.yaml`` is refused too: no stage would read it."""
+    params = load_params(path)
+    for key, file in (("datasets", catalogue), ("corpora", CORPORA_FILE)):
+        if key in params:
+            raise ConfigError(f"{path}: '{key}' is a catalogue, not a params section: move it to {file}")
+    catalog = load_catalog(catalogue)
     for kind in registry.KINDS.values():
         section, task = kind.stage, kind.name
-        names = load_params(path).get(section, {}).get("datasets") or []
+        names = params.get(section, {}).get("datasets") or []
         known = sorted(n for n, entry in catalog.items() if entry.task == task)
         for name in names:
             if catalog.get(name) is None or catalog[name].task != task:
@@ -223,22 +248,20 @@ class CorpusConfig:
         return tuple(dict.fromkeys([f for f in named if f] + list(self.filter or {})))
 
 
-def load_corpora(path: str | Path = "params.yaml") -> dict[str, CorpusConfig]:
-    """Every entry of the ``corpora`` section, validated (errors name ``corpora.<name>``)."""
-    section = load_params(path).get("corpora")
-    if not isinstance(section, dict) or not section:
-        raise ConfigError(f"{path}: missing or empty section 'corpora' (the pretraining corpus catalogue)")
+def load_corpora(path: str | Path = CORPORA_FILE) -> dict[str, CorpusConfig]:
+    """Every entry of the corpus catalogue, validated (errors name the file and ``corpora.<name>``)."""
+    section = _catalogue_section(path, "corpora", "the pretraining corpus catalogue")
     out = {}
     for name, entry in section.items():
-        _check(
-            re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)) is not None and name != "tapt",
-            "corpora",
-            f"corpus name {name!r}: letters, digits, '_', '-', '.' only, and not 'tapt' (task-adaptive text)",
-        )
+        if re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)) is None or name == "tapt":
+            raise ConfigError(
+                f"{path}: corpus name {name!r} in 'corpora': letters, digits, '_', '-', '.' only, and not "
+                "'tapt' (task-adaptive text)"
+            )
         try:
             out[str(name)] = from_dict(CorpusConfig, entry, f"corpora.{name}")
         except ConfigError as e:
-            raise ConfigError(str(e).replace("params section 'corpora'", f"params section 'corpora.{name}'")) from None
+            raise _entry_error(path, e, "corpora", name) from None
     return out
 
 

@@ -20,4 +20,4 @@ class DataFormatError(MinisciError):
 
 
 class FetchError(MinisciError):
-    """A data file is missing, cannot be downloaded, or fails its checksum."""
+    """A data file is missing from the mirror or fails its checksum."""

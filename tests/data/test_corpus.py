@@ -3,7 +3,15 @@ import shutil
 
 import pytest
 import sample_corpus as stage  # noqa: E402
-from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, fixture_corpora, prepare, run_sample_corpus, tiny_params
+from conftest import (
+    FIXTURE_DATASETS,
+    FIXTURE_MIRROR,
+    fixture_corpora,
+    prepare,
+    run_sample_corpus,
+    tiny_params,
+    write_params,
+)
 
 from minisci.config import SampleCorpusConfig, from_dict
 from minisci.data.corpus import SentenceIndex, normalise_words, punkt_from_json
@@ -38,15 +46,12 @@ def test_own_check_alone_catches_flagged_documents(tmp_path, fixture_prepared):
 
 
 def test_same_seed_same_bytes_other_seed_differs(tmp_path, fixture_prepared):
-    params = tmp_path / "params.yaml"
-    import yaml
-
     outs = []
     for seed in (1, 1, 2):
         values = tiny_params({"sample_corpus": {"seed": seed}})
         for entry in values["corpora"].values():
             entry["path"] = str(FIXTURE_MIRROR / entry["path"].removeprefix("data/raw/"))
-        params.write_text(yaml.safe_dump(values))
+        params = write_params(tmp_path, values)
         out = tmp_path / f"out{len(outs)}"
         stage.main(
             [
@@ -62,6 +67,10 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path, fixture_prepared):
                 str(tmp_path / "m.json"),
                 "--params",
                 str(params),
+                "--catalogue",
+                str(tmp_path / "data/datasets.yaml"),
+                "--corpora-catalogue",
+                str(tmp_path / "data/corpora.yaml"),
             ]
         )
         outs.append((out / "documents.jsonl").read_bytes() + (out / "punkt_params.json").read_bytes())

@@ -276,8 +276,8 @@ def _code_strings(path) -> list[str]:
 
 
 def test_no_dataset_name_in_library_code():
-    """Datasets are data: their names live in params.yaml, never in src/ code."""
-    names = set(load_catalog(REPO / "params.yaml"))
+    """Datasets are data: their names live in data/datasets.yaml, never in src/ code."""
+    names = set(load_catalog(REPO / "data/datasets.yaml"))
     for path in (REPO / "src" / "minisci").rglob("*.py"):
         found = sorted(
             {n for v in _code_strings(path) for n in names if v == n or f"/{n}/" in v or v.startswith(f"{n}/")}
@@ -314,7 +314,7 @@ README_COUNTS = {  # (sentences, tokens, documents, entities per type)
 
 @pytest.fixture(scope="module")
 def real_catalog(shared_data):
-    catalog = load_catalog(REPO / "params.yaml")
+    catalog = load_catalog(REPO / "data/datasets.yaml")
     return {
         n: dataclasses.replace(c, dir=str(shared_data / c.dir.removeprefix("data/raw/"))) for n, c in catalog.items()
     }
@@ -421,9 +421,11 @@ def test_stage_prints_one_warning_line_each(tmp_path, capsys, monkeypatch):
     write_splits(tmp_path, "x\tB-A\n\nq\tB-Typo\n", dev="x\tB-A\n", test="x\tB-A\n")
     monkeypatch.chdir(tmp_path.parent)  # a catalogue dir is repository-relative
     entry = {"task": "ner", "dir": tmp_path.name, "splits": SPLITS, "format": "conll"}
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"datasets": {"d": entry}}))
-    stage.main(["--dataset", "d", "--data", str(tmp_path), "--out", str(tmp_path / "out"), "--params", str(params)])
+    catalogue = tmp_path / "datasets.yaml"
+    catalogue.write_text(yaml.safe_dump({"datasets": {"d": entry}}))
+    stage.main(
+        ["--dataset", "d", "--data", str(tmp_path), "--out", str(tmp_path / "out"), "--catalogue", str(catalogue)]
+    )
     err = capsys.readouterr().err.splitlines()
     assert err == [
         f"warning: d: entity type 'Typo' never occurs in dev ({tmp_path}/dev.txt); its dev F1 is undefined",

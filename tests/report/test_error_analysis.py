@@ -66,6 +66,28 @@ def test_missed_and_spurious_strings_are_counted_by_surface_form():
     assert e["spurious"] == [("liver", 1), ("x", 1)]
 
 
+def test_tied_strings_come_in_string_order_whatever_the_hash_seed():
+    """Ties are listed in string order, so the report's bytes do not depend on Python's per-process
+    string hashing (the spans of a sentence are sets). Checked in processes of different hash seeds."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    words = [f"w{i:02d}" for i in range(12)]
+    rows = [{"tokens": words, "gold": ["B-X"] * 12, "pred": ["O"] * 12}]
+    expected = [(w, 1) for w in words[:10]]
+    assert ner_errors(rows, top=10)["missed"] == expected
+    code = (
+        "import json, sys; from minisci.report.error_analysis import ner_errors; "
+        "print(json.dumps(ner_errors(json.loads(sys.argv[1]), 10)['missed']))"
+    )
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", code, json.dumps(rows)], env=env, capture_output=True, text=True)
+        assert [tuple(x) for x in json.loads(out.stdout)] == expected, out.stderr
+
+
 def test_conll_text_round_trips():
     rows = [
         {"tokens": ["a", "b"], "gold": ["B-X", "O"], "pred": ["O", "O"]},

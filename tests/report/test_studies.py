@@ -155,16 +155,16 @@ json.dump({"seeds": p["seeds"]}, open("metrics/finetune_ner/toy/baseline.json", 
 @pytest.mark.skipif(shutil.which("dvc") is None, reason="needs the dvc command")
 def test_report_on_a_real_experiment_finds_the_planted_difference(tmp_path):
     # 1. a one-stage DVC project: CE at the baseline commit, WELT as an experiment
-    params = {
-        "finetune_ner": {"loss": "ce", "crf": False, "seeds": [1, 2, 3]},
-        "datasets": {"toy": {"published": {"f1": {"SomeBERT": 0.9}, "f1.A": {"SomeBERT": 0.8}}}},
-    }
+    params = {"finetune_ner": {"loss": "ce", "crf": False, "seeds": [1, 2, 3]}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "data").mkdir()  # the catalogue, with the published scores the study shows
+    catalogue = {"datasets": {"toy": {"published": {"f1": {"SomeBERT": 0.9}, "f1.A": {"SomeBERT": 0.8}}}}}
+    (tmp_path / "data/datasets.yaml").write_text(yaml.safe_dump(catalogue))
     (tmp_path / "ner.py").write_text(TOY_STAGE)
     stage = {
         "cmd": "python ner.py",
-        "deps": ["ner.py"],
-        "params": ["finetune_ner", "datasets"],
+        "deps": ["ner.py", "data/datasets.yaml"],
+        "params": ["finetune_ner"],
         "outs": ["models/finetune_ner", {"metrics/finetune_ner/toy/baseline.json": {"cache": False}}],
     }
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"ner": stage}}))

@@ -1,6 +1,8 @@
 """The ``fetch_data`` stage: copy every dataset file listed in the project manifest from a local
-mirror (or download it from its public URL), verify its size and sha256, and publish the whole tree
-atomically so that a failure or a kill leaves no partial output (a rerun cleans up and starts over)."""
+mirror, verify its size and sha256, and publish the whole tree atomically so that a failure or a kill
+leaves no partial output (a rerun cleans up and starts over). Nothing is downloaded: the stages run
+offline (cluster nodes often are), and a file missing from the mirror is an error that says where the
+manifest's ``url`` column publishes it."""
 
 from __future__ import annotations
 
@@ -8,8 +10,6 @@ import csv
 import dataclasses
 import re
 import shutil
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from minisci.errors import FetchError
@@ -90,41 +90,28 @@ def read_manifest(path: str | Path, warnings: list[str] | None = None) -> list[M
     return entries
 
 
-def _download(url: str, dest: Path, timeout: float) -> None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r, dest.open("wb") as f:
-            shutil.copyfileobj(r, f)
-    except (urllib.error.URLError, OSError) as e:
-        raise FetchError(f"cannot download {url}: {e}") from None
-
-
-def fetch_one(entry: ManifestEntry, mirror: Path | None, dest: Path, timeout: float = 60.0) -> str:
-    """Place one file at ``dest`` and verify it; returns where it came from ('mirror' or 'url')."""
+def fetch_one(entry: ManifestEntry, mirror: Path | None, dest: Path) -> None:
+    """Copy one file from the mirror to ``dest`` and verify its size and sha256."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     local = mirror / entry.path if mirror is not None else None
-    if local is not None and local.is_file():
-        shutil.copyfile(local, dest)
-        origin = "mirror"
-    elif entry.url:
-        _download(entry.url, dest, timeout)
-        origin = "url"
-    else:
+    if local is None or not local.is_file():
         where = f"not in mirror {mirror}" if mirror is not None else "no mirror configured"
-        raise FetchError(f"{entry.path}: {where}, and it has no public URL to download from")
-    source = f"mirror {local}" if origin == "mirror" else entry.url
+        published = f"; it is published at {entry.url}" if entry.url else ""
+        raise FetchError(f"{entry.path}: {where} (minisci reads data only from a local mirror{published})")
+    shutil.copyfile(local, dest)
+    source = f"mirror {local}"
     size = dest.stat().st_size
     if size != entry.bytes:
         raise FetchError(f"{entry.path}: size mismatch (from {source}): manifest says {entry.bytes} bytes, got {size}")
     digest = sha256_file(dest)
     if digest != entry.sha256:
         raise FetchError(f"{entry.path}: sha256 mismatch (from {source}): expected {entry.sha256}, got {digest}")
-    return origin
 
 
 def check_mirror(mirror: str | Path | None, option: str = "fetch_data.mirror") -> Path | None:
     """The mirror directory, or None when none is configured. A mirror that is configured but
     missing is an error naming ``option``: silently going to the network instead would fail later
-    with a URL the user never asked for, or (offline) with a misleading "no mirror configured"."""
+    with a misleading "no mirror configured" for the first file."""
     if not mirror:
         return None
     mirror = Path(mirror)
@@ -141,13 +128,7 @@ def fetch_all(
     """Fetch every entry into ``out_dir``; the directory appears only if every file has its
     manifest size and sha256. ``option`` names where ``mirror`` came from, for error messages."""
     mirror = check_mirror(mirror, option)
-    origins = {"mirror": 0, "url": 0}
     with atomic_path(out_dir) as tmp:
         for e in entries:
-            origins[fetch_one(e, mirror, tmp / e.path)] += 1
-    return {
-        "files": len(entries),
-        "bytes": sum(e.bytes for e in entries),
-        "from_mirror": origins["mirror"],
-        "downloaded": origins["url"],
-    }
+            fetch_one(e, mirror, tmp / e.path)
+    return {"files": len(entries), "bytes": sum(e.bytes for e in entries)}

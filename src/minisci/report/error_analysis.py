@@ -67,9 +67,16 @@ def ner_errors(rows: list[dict], top: int) -> dict:
         spurious.update(_text(r["tokens"], p) for p in pred - gold)
     return {
         "kinds": {k: kinds[k] for k in ("correct", *NER_KINDS)},
-        "missed": missed.most_common(top),
-        "spurious": spurious.most_common(top),
+        "missed": _most_common(missed, top),
+        "spurious": _most_common(spurious, top),
     }
+
+
+def _most_common(counts: Counter, top: int) -> list[tuple[str, int]]:
+    """The ``top`` most frequent strings, ties in string order: ``Counter.most_common`` keeps ties in
+    insertion order, which here is the iteration order of sets of spans, and that changes with
+    Python's per-process string hashing, so the report's bytes would too."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
 
 
 def conll_text(rows: list[dict]) -> str:

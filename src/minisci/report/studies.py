@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from minisci.config import DATASETS_FILE, load_params
 from minisci.errors import MinisciError
 from minisci.io import atomic_path
 from minisci.report.bootstrap import seed_bootstrap
@@ -215,13 +216,22 @@ def load_spec(path: str | None = None) -> Spec:
 
 
 def _catalog(data: dict) -> dict:
-    """The ``datasets`` catalogue of params.yaml, as nested mappings."""
+    """The ``datasets`` catalogue an experiment recorded among its params (commits that kept it in
+    params.yaml), as nested mappings; {} for the others."""
     return ((((data.get("params") or {}).get("params.yaml") or {}).get("data") or {}).get("datasets")) or {}
 
 
-def experiment_index(show: list[dict]) -> dict[str, dict]:
-    """Experiment name -> {rev, commit (the revision it was queued from), params, commit_params}:
-    the newest successful run of each name across all baseline commits."""
+def read_catalogue(root: Path) -> dict:
+    """The dataset catalogue of the project at ``root`` (data/datasets.yaml) as nested mappings, {} if
+    there is none: the studies take each dataset's task and published scores from it."""
+    path = root / DATASETS_FILE
+    return (load_params(path).get("datasets") or {}) if path.is_file() else {}
+
+
+def experiment_index(show: list[dict], catalogue: dict | None = None) -> dict[str, dict]:
+    """Experiment name -> {rev, commit (the revision it was queued from), params, commit_params,
+    catalog}: the newest successful run of each name across all baseline commits. ``catalog`` is the
+    dataset catalogue, ``catalogue``'s entries overridden by any the experiment recorded itself."""
     index: dict[str, dict] = {}
     for commit in show:
         if commit.get("rev") == "workspace":
@@ -239,7 +249,7 @@ def experiment_index(show: list[dict]) -> dict[str, dict]:
                 "timestamp": data.get("timestamp") or "",
                 "params": params_of(data),
                 "commit_params": commit_params,
-                "catalog": _catalog(data),
+                "catalog": {**(catalogue or {}), **_catalog(data)},
             }
             name = revs[0].get("name") or exp.get("name")
             if name and (name not in index or entry["timestamp"] > index[name]["timestamp"]):
@@ -748,7 +758,7 @@ def report(
     seed: int,
     carry: bool = True,
 ) -> dict[str, dict]:
-    index = experiment_index(show)
+    index = experiment_index(show, read_catalogue(root))
     results = {name: run_study(study, root, show, index, resamples, seed) for name, study in spec.studies.items()}
     if carry:
         results = carry_over(spec, results, json_out)
