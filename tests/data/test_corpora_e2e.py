@@ -22,18 +22,19 @@ def test_declare_a_corpus_the_docs_way(tiny_repro, tmp_path):
             abstract = f"We observed pulsar {i} for nine years. Its timing noise is red. A common process is not seen."
             f.write(json.dumps({"paper_id": f"astro-{i}", "abstract": abstract}) + "\n")
     run(["dvc", "add", "data/corpora/astro"], proj)
-    # 2. the entry
-    params = yaml.safe_load((proj / "params.yaml").read_text())
-    params["corpora"]["astro"] = {
+    # 2. the entry, in the corpus catalogue
+    catalogue = yaml.safe_load((proj / "data/corpora.yaml").read_text())
+    catalogue["corpora"]["astro"] = {
         "path": "data/corpora/astro/abstracts.jsonl.gz",
         "format": "jsonl",
         "text_field": "abstract",
         "id_field": "paper_id",
         "weight": 0.25,
     }
-    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (proj / "data/corpora.yaml").write_text(yaml.safe_dump(catalogue, sort_keys=False))
     status = run(["dvc", "status", "--with-deps", "make_pairs"], proj).stdout  # make_pairs and the stages above
-    assert "sample_corpus:" in status and "modified:           data/corpora" in status
+    assert "sample_corpus:" in status and "modified:           data/corpora\n" in status
+    assert "modified:           data/corpora.yaml" in status
     assert "make_pairs:" not in status  # downstream stages see the change only through the new corpus
     # 3. the run: 30 documents at 0.8 / 0.2 / 0.25 -> 19 + 5 + 6 (largest remainders)
     out = run(["dvc", "repro", "sample_corpus"], proj).stdout
@@ -42,8 +43,8 @@ def test_declare_a_corpus_the_docs_way(tiny_repro, tmp_path):
     assert m["corpora"]["astro"]["sampled_docs"] == m["astro_docs"] == 6
 
     # a corpus outside the folders the stage depends on: one line, exit 1, no output written
-    params["corpora"]["astro"]["path"] = str(tmp_path / "elsewhere.jsonl")
-    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    catalogue["corpora"]["astro"]["path"] = str(tmp_path / "elsewhere.jsonl")
+    (proj / "data/corpora.yaml").write_text(yaml.safe_dump(catalogue, sort_keys=False))
     proc = run(["python", "stages/sample_corpus.py", "--corpus-dirs", "data/raw/corpus", "data/corpora",
                 "--datasets", "data/prepared", "--out", "data/corpus2", "--metrics", "m2.json"], proj, check=False)  # fmt: skip
     assert proc.returncode == 1 and not (proj / "data/corpus2").exists()

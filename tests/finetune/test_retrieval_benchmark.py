@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, fixture_corpora, tiny_params
+from conftest import REPO, fixture_corpora, tiny_params, write_params
 
 from minisci.config import FinetuneEmbeddingsConfig, from_dict
 from minisci.errors import MinisciError
@@ -189,18 +189,18 @@ def test_default_params_search_thousands_of_documents():
 def test_stage_runs_on_the_fixture_pool_and_saves_the_encoder_better_on_dev(tiny_model_dir, sampled, tmp_path):
 
     import finetune_embeddings
-    import yaml
 
     from minisci.report.retrieval import report_rows
 
     params = tiny_params()
     for name, c in CORPORA.items():  # the catalogue's corpora, where the fixture mirror has them
         params["corpora"][name]["path"] = c.path
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    write_params(tmp_path, params)
     out, metrics = tmp_path / "embeddings", tmp_path / "m.json"
     argv = ["--docs", str(sampled[0]), "--adapted", str(tiny_model_dir)]
     argv += ["--baseline", str(tiny_model_dir), "--out", str(out), "--metrics", str(metrics)]
     argv += ["--plots", str(tmp_path / "plots"), "--checkpoints", str(tmp_path / "checkpoints")]
+    argv += ["--corpora-catalogue", str(tmp_path / "data/corpora.yaml")]
     finetune_embeddings.main([*argv, "--params", str(tmp_path / "params.yaml")])
     m = json.loads(metrics.read_text())
     served = json.loads((out / "retrieval.json").read_text())
