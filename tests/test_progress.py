@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from transformers import PrinterCallback, ProgressCallback
 
-from minisci.progress import Progress, StageProgress, progress_line, scoring, use_stage_progress
+from minisci.progress import Progress, StageProgress, WorkProgress, progress_line, scoring, use_stage_progress
 
 
 def state(step: int, total: int = 100):
@@ -68,9 +68,32 @@ def test_the_trainer_prints_no_dict_of_strings(tmp_path, tiny_model_dir):
 def test_scoring_in_a_log_prints_a_line_per_interval(capsys):
     assert list(scoring([1, 2, 3], "scoring 30 inputs", terminal=False, every=0.0)) == [1, 2, 3]
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("scoring 30 inputs: 1/3 batches (33%); ") and len(lines) == 2  # none after the last
+    assert lines[0].startswith("scoring 30 inputs: 1/3 batches (33%); ") and len(lines) == 3
+    assert lines[-1].startswith("scoring 30 inputs: 3/3 batches (100%); ")  # the total time, when done
     assert list(scoring([1, 2], "quick", terminal=False)) == [1, 2]
     assert capsys.readouterr().out == ""  # shorter than the interval: silent
+
+
+def test_work_reported_by_a_callback_prints_units_done_and_time_left(capsys):
+    progress = WorkProgress("finetune_embeddings: test, shipped", 10, "windows", terminal=False, every=0.0)
+    for _ in range(5):
+        progress(2)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 5
+    assert lines[0].startswith("finetune_embeddings: test, shipped: 2/10 windows (20%)") and "left" in lines[0]
+    assert lines[-1].startswith("finetune_embeddings: test, shipped: 10/10 windows (100%)")
+    quiet = WorkProgress("x", 10, "windows", terminal=False)  # every 30 s: work shorter than that prints nothing
+    quiet(10)
+    assert capsys.readouterr().out == ""
+
+
+def test_work_on_a_terminal_is_a_bar_with_its_total_and_no_log_lines(capsys):
+    progress = WorkProgress("scoring", 10, "windows", terminal=True, every=0.0)
+    progress(4)
+    progress(6)
+    out, err = capsys.readouterr()
+    assert out == "" and "scoring:" in err and "0/10 [" in err and "windows/s" in err  # the total, the unit
+    assert progress.bar.n == 10 and err.endswith(" \r")  # all counted, and the bar erased when done
 
 
 class Tty(io.StringIO):

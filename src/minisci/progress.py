@@ -7,8 +7,10 @@ left. The Trainer's own ProgressCallback and PrinterCallback are replaced by :cl
 (:func:`use_stage_progress`): they print every log as a dict of strings, and the printer has no
 total and no time left.
 
-Long passes over data that are not training (``sample_corpus`` reading a corpus) use
-:class:`Progress`: items per second and an ETA, redrawn on a terminal, one line per interval in a log.
+Scoring (batches of a model's forward passes, or windows that an encoding callback reports, over one
+or several calls) uses :class:`WorkProgress` (:func:`scoring` wraps a sequence of batches in it). Long
+passes over data that are not training (``sample_corpus`` reading a corpus) use :class:`Progress`:
+items per second and an ETA, redrawn on a terminal, one line per interval in a log.
 """
 
 from __future__ import annotations
@@ -126,21 +128,44 @@ def use_stage_progress(trainer, what: str):
     return trainer
 
 
-def scoring(batches: Sequence, what: str, terminal: bool | None = None, every: float = LOG_EVERY_SECONDS) -> Iterator:
-    """``batches``, with progress: a bar that disappears when done on a terminal; in a log, a plain
-    line at most every ``every`` seconds (nothing for work shorter than that)."""
-    if on_terminal() if terminal is None else terminal:
-        from tqdm import tqdm
+class WorkProgress:
+    """Progress of ``total`` units of work (batches, windows), reported by calling it with the units
+    just done, over one or several passes: on a terminal a bar (the total, the rate, the time left)
+    that disappears when done; in a log a plain line at most every ``every`` seconds and one when the
+    work is done, and nothing for work shorter than ``every``."""
 
-        yield from tqdm(batches, desc=what, unit="batch", leave=False, dynamic_ncols=True, file=sys.stderr)
-        return
-    start = last = time.monotonic()
-    for i, batch in enumerate(batches, 1):
-        yield batch
+    def __init__(
+        self, what: str, total: int, unit: str, terminal: bool | None = None, every: float = LOG_EVERY_SECONDS
+    ):
+        self.what, self.total, self.unit, self.every = what, total, unit, every
+        self.done, self.start = 0, time.monotonic()
+        self.last = self.start
+        self.bar = None
+        if on_terminal() if terminal is None else terminal:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=what, unit=unit, leave=False, dynamic_ncols=True, file=sys.stderr)
+
+    def __call__(self, units: int) -> None:
+        self.done += units
+        finished = self.done >= self.total
+        if self.bar is not None:
+            self.bar.update(units)
+            if finished:
+                self.bar.close()
+            return
         now = time.monotonic()
-        if now - last >= every and i < len(batches):
-            print(progress_line(what, i, len(batches), now - start, unit="batches"), flush=True)
-            last = now
+        if now - self.last >= self.every or (finished and now - self.start >= self.every):
+            self.last = now
+            print(progress_line(self.what, self.done, self.total, now - self.start, unit=self.unit), flush=True)
+
+
+def scoring(batches: Sequence, what: str, terminal: bool | None = None, every: float = LOG_EVERY_SECONDS) -> Iterator:
+    """``batches``, with a :class:`WorkProgress` counting them."""
+    progress = WorkProgress(what, len(batches), "batches", terminal, every)
+    for batch in batches:
+        yield batch
+        progress(1)
 
 
 class Progress:

@@ -11,7 +11,6 @@ from conftest import REPO, fixture_corpora, tiny_params, write_params
 from minisci.config import FinetuneEmbeddingsConfig, from_dict
 from minisci.errors import MinisciError
 from minisci.finetune.embeddings import (
-    ScoringProgress,
     choose_retriever,
     choose_start,
     curve_history,
@@ -226,15 +225,3 @@ def test_stage_runs_on_the_fixture_pool_and_saves_the_encoder_better_on_dev(tiny
     }
     assert (out / "modules.json").is_file() and (out / "2_Normalize").is_dir()
     assert any("the shipped model is better" in line.lower() or "is served" in line for line in report_rows(m, "x"))
-
-
-def test_scoring_prints_windows_done_and_time_left(capsys):
-    progress = ScoringProgress("finetune_embeddings: test, shipped", 10, every=0.0)
-    for _ in range(5):
-        progress(2)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("finetune_embeddings: test, shipped: 2/10 windows (20%)") and "left" in lines[0]
-    assert lines[-1].startswith("finetune_embeddings: test, shipped: 10/10 windows (100%)")
-    quiet = ScoringProgress("x", 10)  # every 30 s: work shorter than that prints nothing
-    quiet(10)
-    assert capsys.readouterr().out == ""

@@ -30,7 +30,7 @@ from minisci.finetune.retrieval_benchmark import (
     relevant_ranks,
 )
 from minisci.lexical import Bm25, fuse
-from minisci.progress import LOG_EVERY_SECONDS, progress_line, use_stage_progress
+from minisci.progress import WorkProgress, use_stage_progress
 from minisci.report.retrieval import SHIPPED, mrr_interval, retrieval_verdicts
 from minisci.training import check_lengths, quiet_load_reports, run_environment, training_arguments
 
@@ -131,28 +131,11 @@ def check_encoder_lengths(adapted_dir, baseline_dir, cfg: FinetuneEmbeddingsConf
 # scoring ---------------------------------------------------------------------------------------------------
 
 
-class ScoringProgress:
-    """``embed``'s progress callback over several calls: a line (windows done of the total, the time
-    left) at most every ``every`` seconds, and one at the end; nothing for shorter work."""
-
-    def __init__(self, what: str, total: int, every: float = LOG_EVERY_SECONDS):
-        self.what, self.total, self.every = what, total, every
-        self.done, self.start = 0, time.monotonic()
-        self.last = self.start
-
-    def __call__(self, windows: int) -> None:
-        self.done += windows
-        now = time.monotonic()
-        if now - self.last >= self.every or (self.done >= self.total and now - self.start >= self.every):
-            self.last = now
-            print(progress_line(self.what, self.done, self.total, now - self.start, unit="windows"), flush=True)
-
-
 def dense_scores(
     model_dir, split: Split, cfg: FinetuneEmbeddingsConfig, what: str = "scoring"
 ) -> dict[str, np.ndarray]:
     """Per query kind, cosine scores [queries, candidates] of an encoder (windowed as `minisci index`),
-    with a progress line (``what``) every 30 s."""
+    with progress over every window encoded (``what``)."""
     quiet_load_reports()
     model, tok = load_encoder(model_dir)
     kinds = {kind: [text for text, _ in queries] for kind, queries in split.queries.items() if queries}
@@ -163,7 +146,7 @@ def dense_scores(
         for group in texts
         for ids in tok(group, add_special_tokens=False, verbose=False)["input_ids"]
     )
-    progress = ScoringProgress(what, windows)
+    progress = WorkProgress(what, windows, "windows")
     docs, *queries = (embed(model, tok, group, cfg.eval_batch_size, cfg.eval_max_length, progress) for group in texts)
     # no query kind without queries (no abstract had a long enough second-half sentence: tiny collections)
     return {kind: q @ docs.T for kind, q in zip(kinds, queries)}
