@@ -16,11 +16,12 @@ The run step, on the node, runs the stages' own ``main(argv)`` with the ``paper`
 ``params.yaml`` (plus a fixed step count and the subset): the bf16 matrix-product ceiling measured in
 the same run; pretraining (bf16 autocast, sparse MLM logits) with tokens/s and its share of that
 ceiling; fine-tuning of one seed per task with tokens/s, wall time and test scores against a CPU
-reference within :data:`TOLERANCE`; ``minisci ner``/``cite``/``index`` throughput; and the paper
-profile's estimated wall time from these rates. The CPU reference is the same fine-tuning in fp32 on
-the node's own CPU, in a second process that runs while the GPU works: same script, stages, params,
-data, library versions and bf16-rounded weights upcast exactly to fp32, so the two differ only in
-device and bf16. It writes one JSON log and exits 1 when a step fails or a score is out of tolerance
+reference within :data:`TOLERANCE`, then a second seed in the same process (a stage's later seeds
+run warm); ``minisci ner``/``cite``/``index`` throughput; and the paper profile's estimated wall time
+from these rates. The CPU reference is the same fine-tuning of the first seed in fp32 on the node's
+own CPU, in a second process started when the timed steps are done (so it takes no CPU from them):
+same script, stages, params, data, library versions and bf16-rounded weights upcast exactly to fp32,
+so the two differ only in device and bf16. It writes one JSON log and exits 1 when a step fails or a score is out of tolerance
 (each failure one line; a bug keeps its traceback).
 
 ``--device cpu --tiny`` is the dry run of the same code path (a tiny random BERT, the test
@@ -482,35 +483,55 @@ def tokens_seen(checkpoints: Path) -> int:
     return int(json.loads(states[-1].read_text())["num_input_tokens_seen"])
 
 
-def finetune(root: Path, folder: Path, model: Path, params: Path, work: Path) -> dict:
-    """One seed of each task through the stages' own main(argv); scores, wall time and tokens/s."""
+def finetune_once(root: Path, folder: Path, model: Path, params: Path, d: Path, section: str, name: str) -> dict:
+    """One call of the stage's own main(argv) on one dataset: the test score, wall time and tokens/s."""
+    load_stage(section, root).main(
+        [
+            "--data", str(folder / "data/prepared" / name),
+            "--model", str(model),
+            "--out", str(d / "model"),
+            "--metrics", str(d / "metrics.json"),
+            "--plots", str(d / "plots"),
+            "--checkpoints", str(d / "checkpoints"),
+            "--params", str(params),
+        ]
+    )  # fmt: skip
+    m = json.loads((d / "metrics.json").read_text())
+    key = TOLERANCE[section][0]
+    tokens = tokens_seen(d / "checkpoints")
+    return {
+        "dataset": name,
+        "test": m["test"][key],
+        "metric": key,
+        "best_epoch": m["best_epoch"],
+        "wall_seconds": m["wall_seconds"],
+        "tokens_trained": tokens,
+        "tokens_per_second": round(tokens / m["wall_seconds"], 1),
+        "precision": m["environment"]["precision"],
+    }
+
+
+def finetune(root: Path, folder: Path, model: Path, params: Path, work: Path, warm: bool = True) -> dict:
+    """One seed of each task through the stages' own main(argv), then (``warm``) a second seed in the
+    same process. The first run is a stage's first seed (CUDA context, kernels and libraries loaded);
+    the second runs as the stage's later seeds do, warm. The first's scores go to the comparison with
+    the CPU, whose reference runs the first alone."""
     out = {}
     for name, section in DATASETS.items():
-        stage = load_stage(section, root)
-        d = work / section
-        stage.main(
-            [
-                "--data", str(folder / "data/prepared" / name),
-                "--model", str(model),
-                "--out", str(d / "model"),
-                "--metrics", str(d / "metrics.json"),
-                "--plots", str(d / "plots"),
-                "--checkpoints", str(d / "checkpoints"),
-                "--params", str(params),
-            ]
-        )  # fmt: skip
-        m = json.loads((d / "metrics.json").read_text())
-        key = TOLERANCE[section][0]
-        tokens = tokens_seen(d / "checkpoints")
+        cold = finetune_once(root, folder, model, params, work / section, section, name)
+        if not warm:
+            out[section] = cold
+            continue
+        warm_params = work / f"params-{section}-warm.yaml"
+        p = yaml.safe_load(params.read_text(encoding="utf-8"))
+        p[section]["seeds"] = [p[section]["seeds"][0] + 1]
+        warm_params.write_text(yaml.safe_dump(p, sort_keys=False), encoding="utf-8")
+        warm = finetune_once(root, folder, model, warm_params, work / f"{section}-warm", section, name)
         out[section] = {
-            "dataset": name,
-            "test": m["test"][key],
-            "metric": key,
-            "best_epoch": m["best_epoch"],
-            "wall_seconds": m["wall_seconds"],
-            "tokens_trained": tokens,
-            "tokens_per_second": round(tokens / m["wall_seconds"], 1),
-            "precision": m["environment"]["precision"],
+            **cold,
+            "warm_seed": {k: warm[k] for k in ("wall_seconds", "tokens_per_second", "test")},
+            # what a stage's first seed costs on top of a warm one: the process's start-up on the device
+            "first_seed_overhead_seconds": round(max(0.0, cold["wall_seconds"] - warm["wall_seconds"]), 1),
         }
     return out
 
@@ -667,9 +688,10 @@ def serve_throughput(folder: Path, work: Path, device: str) -> dict:
 
 def estimate(root: Path, load: dict, pre: dict, tuned: dict) -> dict:
     """The paper profile's wall time from the measured rates: pretraining at its tokens/s; each
-    fine-tuning run (dataset x arm x seed) at the end-to-end stage rate of its task (trained tokens per
-    second of stage wall time, scoring and loading included, measured on subsets whose splits keep the
-    full sets' proportions); the CPU-side stages from the committed default run, scaled by size."""
+    fine-tuning stage (dataset x arm, one process) as its first seed's start-up on the device plus each
+    seed at the warm end-to-end rate of its task (trained tokens per second of a warm seed's wall time,
+    scoring and loading included, measured on subsets whose splits keep the full sets' proportions);
+    the CPU-side stages from the committed default run, scaled by size."""
     profile = paper_profile(root)
     base = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
 
@@ -681,9 +703,12 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict) -> dict:
     parts = {"pretrain": len(p("pretrain.seeds")) * pretrain_tokens / pre["tokens_per_second"]}  # one run per seed
     for name, counts in load["datasets"].items():
         section = counts["section"]
-        runs = 2 * len(p(f"{section}.seeds"))
-        parts[f"{section}/{name}"] = (
-            runs * counts["train"] * p(f"{section}.epochs") / tuned[section]["tokens_per_second"]
+        t = tuned[section]
+        rate = t.get("warm_seed", t)["tokens_per_second"]  # logs of older runs have no warm seed
+        per_seed = counts["train"] * p(f"{section}.epochs") / rate
+        # two arms, each one stage process: its first seed's start-up once, then every seed at the warm rate
+        parts[f"{section}/{name}"] = 2 * (
+            t.get("first_seed_overhead_seconds", 0.0) + len(p(f"{section}.seeds")) * per_seed
         )
     committed = {}
     for stage in ("sample_corpus", "make_pairs", "finetune_embeddings"):
@@ -757,9 +782,10 @@ def compare(tuned: dict, reference: dict) -> dict:
 
 
 def start_reference(folder: Path, data_root: Path, work: Path, device: str, tiny: bool) -> subprocess.Popen:
-    """The CPU reference, started now in a second process on the node's own CPU (fp32, no GPU), while
-    the GPU works: the same script, stages, params, data and fp32-upcast weights, so the two runs differ
-    only in the device and bf16. On a GPU node it takes all cores but two (the GPU run's loader)."""
+    """The CPU reference in a second process on the node's own CPU (fp32, no GPU, every core), started
+    after the GPU's timed steps so that it takes no CPU from them (the GPU run's data loading, its
+    DataLoader workers and its per-word work are CPU-side): the same script, stages, params, data and
+    fp32-upcast weights, so the two runs differ only in the device and bf16."""
     cmd = [sys.executable, str(Path(__file__).resolve()), str(folder), "--device", "cpu", "--reference"]
     cmd += [
         "--data",
@@ -771,8 +797,6 @@ def start_reference(folder: Path, data_root: Path, work: Path, device: str, tiny
     ]
     cmd += ["--tiny"] if tiny else []
     env = dict(os.environ)
-    if device == "cuda":
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 4) - 2))
     with (work / "cpu-reference.out").open("w") as out:
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
@@ -801,7 +825,8 @@ def reference_run(data_root: Path, work: Path, tiny: bool) -> dict:
     to_fp32(data_root / "model", work / "model-fp32")
     params = check_params(root, work / "model-fp32", TINY if tiny else FULL, work)
     load_stage("base_model", root).main(["--out", str(work / "models/baseline"), "--params", str(params)])
-    return {**finetune(root, data_root, work / "models/baseline", params, work), "environment": environment("cpu")}
+    tuned = finetune(root, data_root, work / "models/baseline", params, work, warm=False)
+    return {**tuned, "environment": environment("cpu")}
 
 
 def check_imports(imported: set[str], wheels: list[str]) -> dict:
@@ -855,20 +880,10 @@ def run_check(
         )
         steps.run("finetune", finetune, root, data_root, work / "models/baseline", params, work)
         return log, steps.failed
-    reference = start_reference(folder, data_root, work, device, tiny)
-    if device == "cuda":  # the reference takes all cores but two: this process keeps those two, not 16 threads on top
-        import torch
-
-        torch.set_num_threads(2)
-        log["environment"]["cpu_threads"] = 2
-    try:
-        return run_steps(steps, root, data_root, work, params, device, tiny, manifest, reference)
-    finally:
-        if reference.poll() is None:  # a failed run does not leave the reference running
-            reference.kill()
+    return run_steps(steps, folder, root, data_root, work, params, device, tiny, manifest)
 
 
-def run_steps(steps, root, data_root, work, params, device, tiny, manifest, reference):
+def run_steps(steps, folder, root, data_root, work, params, device, tiny, manifest):
     log = steps.log
     ceiling = steps.run("ceiling", matmul_ceiling, device, tiny)
     steps.run(
@@ -879,10 +894,17 @@ def run_steps(steps, root, data_root, work, params, device, tiny, manifest, refe
     pre = steps.run("pretrain", pretrain, root, data_root, params, work, ceiling["tflops"] if ceiling else float("nan"))
     tuned = steps.run("finetune", finetune, root, data_root, work / "models/baseline", params, work)
     if tuned is not None:
-        steps.run("scores", lambda: compare(tuned, reference_scores(reference, work, log, 900 if tiny else 300)))
         steps.run("serve", serve_throughput, data_root, work, device)
     if pre is not None and tuned is not None:
         steps.run("estimate", estimate, root, manifest["workload"], pre, tuned)
+    if tuned is not None:  # the timed steps are done: the reference may take every core
+        log["cpu_reference_started_after"] = list(log["steps"])
+        reference = start_reference(folder, data_root, work, device, tiny)
+        try:
+            steps.run("scores", lambda: compare(tuned, reference_scores(reference, work, log, 900 if tiny else 330)))
+        finally:
+            if reference.poll() is None:  # a failed run does not leave the reference running
+                reference.kill()
     imported = imported_distributions()
     log["wheel_distributions_imported"] = missing_on_node(imported)
     if tiny:  # the dry run proves the wheel list: here everything is installed, so only the list can be wrong
@@ -1088,6 +1110,7 @@ def summary(log: dict) -> str:
             f = s["finetune"][section]
             lines.append(
                 f"{section} {f['dataset']}: {f['tokens_per_second']:,.0f} tokens/s, {f['wall_seconds']:.0f} s, test {f['metric']} {f['test']:.4f}"
+                f"; a second seed in the same process: {f['warm_seed']['tokens_per_second']:,.0f} tokens/s, {f['warm_seed']['wall_seconds']:.0f} s"
             )
     if s.get("serve", {}).get("ok"):
         v = s["serve"]

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
             + f". Heads included ({saved_as}).",
             base=model_cfg.base,
             data=result.data_summary,
-            params={"model": dataclasses.asdict(model_cfg), "pretrain": dataclasses.asdict(cfg)},
+            params={"model": dataclasses.asdict(model_cfg), "pretrain": cfg.result_params()},
             metrics=result.metrics,
             usage=f'from transformers import AutoModel, AutoTokenizer\nmodel = AutoModel.from_pretrained("{args.out}")\n'
             f'tokenizer = AutoTokenizer.from_pretrained("{args.out}")',

@@ -379,9 +379,23 @@ class PretrainConfig:
     nsp: bool = True  # false: MLM loss only; the NSP head and pooler stay as loaded
     vocab_extension: int = 0  # whole words to add to the vocabulary (0 = the base vocabulary as is)
     vocab_min_pieces: int = 3  # a word is a candidate if the base WordPiece splits it into this many pieces
+    dataloader_workers: int = 0  # processes that build batches (masking, padding); the bytes do not depend on it
+
+    # Keys that change how fast the run goes, never what it computes: left out of the run's identity
+    # and its model card (and of the stage's DVC params), so a GPU node can set them and resume.
+    SPEED_KEYS = ("dataloader_workers",)
+
+    def result_params(self) -> dict:
+        """The run's params without :attr:`SPEED_KEYS`: what decides its bytes."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.SPEED_KEYS}
 
     def __post_init__(self) -> None:
         s = "pretrain"
+        _check(
+            self.dataloader_workers >= 0,
+            s,
+            "dataloader_workers must be >= 0 (0 = batches built in the training process)",
+        )
         _check(self.vocab_extension >= 0, s, "vocab_extension must be >= 0 (0 = off)")
         _check(self.vocab_min_pieces >= 2, s, "vocab_min_pieces must be >= 2 (one-piece words are in the vocabulary)")
         _check(self.epochs > 0 or self.max_steps > 0, s, "set epochs > 0 or max_steps > 0")

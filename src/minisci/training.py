@@ -96,6 +96,7 @@ def training_arguments(
     eval_steps: int | None = None,
     eval_batch_size: int | None = None,
     group_by_length: bool = True,
+    dataloader_workers: int = 0,
     args_cls=None,
     **extra,
 ):
@@ -130,7 +131,7 @@ def training_arguments(
         eval_steps=eval_steps,
         train_sampling_strategy="group_by_length" if group_by_length else "random",
         include_num_input_tokens_seen="non_padding",
-        dataloader_num_workers=0,
+        dataloader_num_workers=dataloader_workers,
         use_cpu=not torch.cuda.is_available(),
         ddp_find_unused_parameters=False,
         remove_unused_columns=False,

@@ -122,10 +122,17 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     pairs, epochs = profile["make_pairs.n_pairs"], profile["pretrain.epochs"]
     runs = len(yaml.safe_load((REPO / "params.yaml").read_text())["pretrain"]["seeds"])  # one per seed
     assert out["seconds_by_stage"]["pretrain"] == round(runs * pairs * epochs * 200 / 1e6, 1)
-    runs = 2 * len(profile["finetune_ner.seeds"])
+    runs = 2 * len(profile["finetune_ner.seeds"])  # a log without a warm seed: every seed at the first's rate
     assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == runs * 1000 * profile["finetune_ner.epochs"] / 100
     parts = out["seconds_by_stage"].values()  # each rounded to 0.1 s, the total from the unrounded parts
     assert out["total_seconds"] == pytest.approx(sum(parts), abs=0.05 * len(parts) + 1e-9)
+    # with a warm seed: each arm's stage pays the first seed's start-up once, then every seed runs warm
+    tuned = {"finetune_ner": {"tokens_per_second": 100.0, "warm_seed": {"tokens_per_second": 400.0}}}
+    tuned["finetune_ner"]["first_seed_overhead_seconds"] = 7.0
+    out = gc.estimate(REPO, load, {"tokens_per_second": 1e6}, tuned)
+    seeds = len(profile["finetune_ner.seeds"])
+    expected = 2 * (7.0 + seeds * 1000 * profile["finetune_ner.epochs"] / 400)
+    assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == round(expected, 1)
 
 
 @pytest.mark.slow
@@ -150,15 +157,44 @@ def test_cpu_dry_run_of_the_whole_check(gc, tmp_path, monkeypatch):
     assert "gpu_check: ok" in run.stdout and "Traceback" not in run.stderr
     log = json.loads((tmp_path / "log.json").read_text())
     assert log["failed"] == [] and all(s["ok"] for s in log["steps"].values())
+    # the CPU reference starts after the timed steps (it would take their CPU), and runs the first seed only
     assert set(log["steps"]) == {
         "ceiling",
         "base_model",
         "pretrain",
         "finetune",
-        "scores",
         "serve",
         "estimate",
+        "scores",
         "imports",
     }
+    assert {"pretrain", "finetune", "serve"} <= set(log["cpu_reference_started_after"])
+    ner = log["steps"]["finetune"]["finetune_ner"]
+    assert ner["warm_seed"]["wall_seconds"] > 0 and ner["first_seed_overhead_seconds"] >= 0
+    assert "warm_seed" not in log["cpu_reference"]["finetune_ner"]
     assert all(v["ok"] for v in log["steps"]["scores"].values() if isinstance(v, dict))
     assert log["steps"]["pretrain"]["precision"] == "fp32" and log["steps"]["estimate"]["total_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_cpu_dry_run_of_the_profile_beside_the_check(gc, tmp_path, monkeypatch):
+    """benchmarks/gpu_profile.py on the tiny folder's data: every what-if and profile runs and is logged."""
+    import tarfile
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    folder, root = tmp_path / "folder", tmp_path / "root"
+    assert gc.main(["--prepare", str(folder), "--tiny"]) == 0
+    for name in ("data.tar.gz", "model.tar.gz"):
+        with tarfile.open(folder / name) as tar:
+            tar.extractall(root, filter="data")
+    cmd = [sys.executable, str(REPO / "benchmarks/gpu_profile.py"), "--data-root", str(root), "--work", "w"]
+    cmd += ["--out", "out", "--device", "cpu", "--tiny", "--concurrent", "1,2"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert run.returncode == 0, run.stderr[-2000:]
+    steps = json.loads((tmp_path / "out/profile.json").read_text())["steps"]
+    assert not [name for name, step in steps.items() if "error" in step]
+    assert {"ner_concurrent_1", "ner_concurrent_2", "pretrain_workers0", "pretrain_workers4"} <= set(steps)
+    assert steps["ner_concurrent_2"]["tokens"] == 2 * steps["ner_concurrent_1"]["tokens"] > 0
+    for name in ("ner_cprofile.txt", "ner_torch_profile.txt", "pretrain_cprofile.txt"):
+        assert (tmp_path / "out" / name).stat().st_size > 0

@@ -35,6 +35,22 @@ def test_head_warmup_leaves_the_encoder_untouched(tmp_path):
         assert same != name.startswith("cls."), f"{name}: {'unchanged' if same else 'changed'}"
 
 
+@pytest.mark.slow
+def test_dataloader_workers_do_not_change_the_trained_weights(tmp_path):
+    """Batches built in worker processes mask exactly as in the training process, in every epoch
+    (each example's masks follow from seed, epoch and example), so the weights are the same bytes."""
+    data = None
+    weights = {}
+    for workers in (0, 2):
+        model_cfg, cfg = configs(epochs=2.0, max_steps=-1, save_steps=100, dataloader_workers=workers)
+        data = data or pretraining_data(write_pairs(tmp_path / "pairs"), model_cfg, cfg)
+        result = run_pretraining(data, model_cfg, cfg, tmp_path / f"ckpt-{workers}")
+        assert max(h.get("epoch", 0) for h in result.log_history) == 2.0
+        weights[workers] = {k: v.detach().cpu().clone() for k, v in result.model.state_dict().items()}
+    assert weights[0].keys() == weights[2].keys()
+    assert all(torch.equal(weights[0][k], weights[2][k]) for k in weights[0])
+
+
 def test_tiny_model_learns_and_stage_writes_hf_model(tmp_path):
     from transformers import AutoModel
 

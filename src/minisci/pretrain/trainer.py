@@ -231,6 +231,7 @@ def run_pretraining(
         save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit,
         eval_batch_size=cfg.eval_batch_size,
+        dataloader_workers=cfg.dataloader_workers,
     )
     # 1. data: tokenised once for every seed, memory-mapped
     data = load_pretraining_data(data_dir, cfg)
@@ -247,7 +248,7 @@ def run_pretraining(
         freeze_nsp(model)
     # the examples' source (for pairs the hash of the pairs file, as before the data were tokenised
     # in their own stage), so a checkpoint of the same run on the same examples is resumed
-    identity = run_id(dataclasses.asdict(model_cfg), dataclasses.asdict(cfg), data.manifest["source_sha256"])
+    identity = run_id(dataclasses.asdict(model_cfg), cfg.result_params(), data.manifest["source_sha256"])
     with args.main_process_first(desc="checkpoint bookkeeping"):
         resume = checkpoint_to_resume(ckpt_dir, identity) if args.process_index == 0 else None
     if args.world_size > 1:  # every rank resumes from the checkpoint rank 0 chose
