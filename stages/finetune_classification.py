@@ -15,14 +15,13 @@ model and code, and a finished one is restored from its last, not trained furthe
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 from minisci.cards import eval_result, example_text
 from minisci.config import FinetuneClassificationConfig, load_section
 from minisci.data.readers import load_prepared
 from minisci.finetune.classification import run_finetune_classification
-from minisci.finetune.common import publish, stage_arguments
+from minisci.finetune.common import SeedWorkers, publish, stage_arguments
 from minisci.pretrain.seeds import load_seed_design
 from minisci.stage import description, run_stage
 
@@ -32,7 +31,11 @@ CURVES = ("loss", "learning_rate", "dev_macro_f1", "dev_accuracy")
 def main(argv: list[str] | None = None) -> None:
     args = stage_arguments(description(__doc__)).parse_args(argv)
     cfg = load_section(FinetuneClassificationConfig, "finetune_classification", args.params)
-    result = run_finetune_classification(args.data, args.model, cfg, args.checkpoints, load_seed_design(args.params))
+    workers = SeedWorkers.of_stage(args, __file__, argv)
+    design = load_seed_design(args.params)
+    result = run_finetune_classification(args.data, args.model, cfg, args.checkpoints, design, workers)
+    if result is None:  # a worker process of seed_processes: its seed's result is written
+        return
     m = result.metrics
     subset = m.get("eval_subsets", {}).get("test")  # max_eval_examples scored a subset of test
     example = example_text([e.text for e in load_prepared(args.data, "classification", ("test",)).splits["test"]])
@@ -44,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         + ". `test_predictions.jsonl` holds the test predictions.",
         base=str(result.encoder),
         data=f"{m['dataset']} train (dev for model selection), prepared in {args.data}",
-        params={"finetune_classification": dataclasses.asdict(cfg)},
+        params={"finetune_classification": cfg.result_params()},
         metrics={
             "dev": {k: m["dev"][k] for k in ("accuracy", "macro_f1")},
             "test": {k: m["test"][k] for k in ("accuracy", "macro_f1", "per_class")},

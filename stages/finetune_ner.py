@@ -12,12 +12,11 @@ model and code, and a finished one is restored from its last, not trained furthe
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 from minisci.cards import eval_result, example_sentence, ner_usage
 from minisci.config import FinetuneNerConfig, load_section
-from minisci.finetune.common import publish, stage_arguments
+from minisci.finetune.common import SeedWorkers, publish, stage_arguments
 from minisci.finetune.ner import run_finetune_ner
 from minisci.pretrain.seeds import load_seed_design
 from minisci.stage import description, run_stage
@@ -28,7 +27,10 @@ CURVES = ("loss", "learning_rate", "dev_f1", "dev_precision", "dev_recall")
 def main(argv: list[str] | None = None) -> None:
     args = stage_arguments(description(__doc__)).parse_args(argv)
     cfg = load_section(FinetuneNerConfig, "finetune_ner", args.params)
-    result = run_finetune_ner(args.data, args.model, cfg, args.checkpoints, load_seed_design(args.params))
+    workers = SeedWorkers.of_stage(args, __file__, argv)
+    result = run_finetune_ner(args.data, args.model, cfg, args.checkpoints, load_seed_design(args.params), workers)
+    if result is None:  # a worker process of seed_processes: its seed's result is written
+        return
     m = result.metrics
     subset = m.get("eval_subsets", {}).get("test")  # max_eval_examples scored a subset of test
     card = dict(
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
         + "). `test_predictions.jsonl` holds the test predictions.",
         base=str(result.encoder),
         data=f"{m['dataset']} train (dev for model selection), prepared in {args.data}",
-        params={"finetune_ner": dataclasses.asdict(cfg)},
+        params={"finetune_ner": cfg.result_params()},
         metrics={
             "dev": {k: v for k, v in m["dev"].items() if k != "per_type"},
             "test": m["test"],

@@ -440,8 +440,19 @@ class _FinetuneConfig:
     max_eval_examples: int  # dev and test are scored on a seeded subset of this many (0 = all)
     seeds: tuple[int, ...]
     datasets: tuple[str, ...]  # catalogue entries to fine-tune on, each for both arms
+    # processes that fine-tune the seeds at once (1 = one after another); the bytes do not depend on it
+    seed_processes: int = dataclasses.field(default=1, kw_only=True)
+
+    # Keys that change how fast the stage runs, never what it computes: left out of the runs' identity
+    # and the model card (and of the stage's DVC params).
+    SPEED_KEYS = ("seed_processes",)
+
+    def result_params(self) -> dict:
+        """The params without :attr:`SPEED_KEYS`: what decides the bytes."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.SPEED_KEYS}
 
     def _check_common(self, s: str, losses: tuple[str, ...]) -> None:
+        _check(self.seed_processes >= 1, s, "seed_processes must be >= 1 (1 = the seeds one after another)")
         _check(len(self.datasets) > 0, s, "datasets must list at least one catalogue entry")
         _check_names(self.datasets, s, "datasets")
         _check(self.epochs > 0, s, "epochs must be > 0")

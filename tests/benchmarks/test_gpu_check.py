@@ -5,6 +5,7 @@ bf16 carry, the params it runs, the tolerance, the estimate) fast, and the whole
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -122,16 +123,17 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     pairs, epochs = profile["make_pairs.n_pairs"], profile["pretrain.epochs"]
     runs = len(yaml.safe_load((REPO / "params.yaml").read_text())["pretrain"]["seeds"])  # one per seed
     assert out["seconds_by_stage"]["pretrain"] == round(runs * pairs * epochs * 200 / 1e6, 1)
-    runs = 2 * len(profile["finetune_ner.seeds"])  # a log without a warm seed: every seed at the first's rate
-    assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == runs * 1000 * profile["finetune_ner.epochs"] / 100
+    # seed_processes seeds at once, each at one seed's rate; a log without a warm seed: at the first's rate
+    rounds = math.ceil(len(profile["finetune_ner.seeds"]) / profile["finetune_ner.seed_processes"])
+    assert profile["finetune_ner.seed_processes"] > 1 and rounds == 1  # the profile runs its seeds at once
+    assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == 2 * rounds * 1000 * profile["finetune_ner.epochs"] / 100
     parts = out["seconds_by_stage"].values()  # each rounded to 0.1 s, the total from the unrounded parts
     assert out["total_seconds"] == pytest.approx(sum(parts), abs=0.05 * len(parts) + 1e-9)
     # with a warm seed: each arm's stage pays the first seed's start-up once, then every seed runs warm
     tuned = {"finetune_ner": {"tokens_per_second": 100.0, "warm_seed": {"tokens_per_second": 400.0}}}
     tuned["finetune_ner"]["first_seed_overhead_seconds"] = 7.0
     out = gc.estimate(REPO, load, {"tokens_per_second": 1e6}, tuned)
-    seeds = len(profile["finetune_ner.seeds"])
-    expected = 2 * (7.0 + seeds * 1000 * profile["finetune_ner.epochs"] / 400)
+    expected = 2 * (7.0 + rounds * 1000 * profile["finetune_ner.epochs"] / 400)
     assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == round(expected, 1)
 
 

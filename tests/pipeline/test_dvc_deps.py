@@ -86,6 +86,8 @@ MATRIX_KEYS = {
 # either way): not DVC params, so setting them on a GPU node reruns nothing.
 SPEED_KEYS = {
     "pretrain": set(config.PretrainConfig.SPEED_KEYS),  # test_dataloader_workers_do_not_change_the_trained_weights
+    "finetune_ner": set(config.FinetuneNerConfig.SPEED_KEYS),  # test_seed_processes_give_the_same_bytes
+    "finetune_classification": set(config.FinetuneClassificationConfig.SPEED_KEYS),
 }
 OTHER_KEYS = {
     "finetune_ner": {"pretrain.seeds", "pretrain.seed_design"},  # the adapted arm's plan over the encoders

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from minisci.config import FinetuneClassificationConfig
 from minisci.data.readers import load_prepared
-from minisci.finetune.common import FinetuneResult, run_seeds
+from minisci.finetune.common import FinetuneResult, SeedWorkers, run_seeds
 from minisci.metrics import classification_f1  # noqa: F401  (see below)
 from minisci.pretrain.seeds import PretrainSeeds
 from minisci.tasks.classification import CLASSIFICATION
@@ -29,9 +29,9 @@ def run_finetune_classification(
     cfg: FinetuneClassificationConfig,
     work_dir: str | Path,
     design: PretrainSeeds | None = None,
-) -> FinetuneResult:
+    workers: SeedWorkers | None = None,
+) -> FinetuneResult | None:
     """Fine-tune on a prepared classification dataset (``prepare_data`` output) once per seed;
-    ``model_dir`` and ``design``: see :func:`~minisci.finetune.common.run_seeds`."""
-    return run_seeds(
-        CLASSIFICATION, load_prepared(data_dir, task=CLASSIFICATION.name), model_dir, cfg, work_dir, design
-    )
+    ``model_dir``, ``design`` and ``workers``: see :func:`~minisci.finetune.common.run_seeds`."""
+    data = load_prepared(data_dir, task=CLASSIFICATION.name)
+    return run_seeds(CLASSIFICATION, data, model_dir, cfg, work_dir, design, workers)

@@ -13,8 +13,11 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -196,7 +199,7 @@ def finetune_run_id(cfg, seed: int, model_dir: str | Path, data: object) -> str:
     """What makes two fine-tuning runs the same: params, seed, base weights and the data."""
     model_dir = Path(model_dir)
     weights = {p.name: sha256_file(p) for p in sorted(model_dir.glob("*.safetensors")) + [model_dir / "config.json"]}
-    return run_id(dataclasses.asdict(cfg), seed, weights, data)
+    return run_id(cfg.result_params(), seed, weights, data)
 
 
 def build_trainer(
@@ -315,7 +318,28 @@ def stage_arguments(description: str) -> argparse.ArgumentParser:
     p.add_argument("--plots", required=True, help="directory: training curves (DVCLive) and other plot data")
     p.add_argument("--checkpoints", required=True, help="epoch checkpoints, kept across runs for resume")
     p.add_argument("--params", default="params.yaml")
+    # a seed run by a worker process of the stage (seed_processes > 1; see SeedWorkers)
+    p.add_argument("--seed-worker", nargs=2, metavar=("SEED", "RESULT"), help=argparse.SUPPRESS)
     return p
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedWorkers:
+    """How a stage fine-tunes its seeds in processes of its own (``seed_processes`` > 1): the stage's
+    process runs the first seed and re-runs its own ``command`` with ``--seed-worker SEED RESULT`` for
+    the others; such a worker (``only``) trains that seed alone, as the stage's process would, and
+    writes its metrics and test predictions to ``result`` (JSON) for the stage's process to gather."""
+
+    command: tuple[str, ...] | None = None
+    only: int | None = None
+    result: Path | None = None
+
+    @classmethod
+    def of_stage(cls, args: argparse.Namespace, script: str, argv: list[str] | None) -> SeedWorkers:
+        if args.seed_worker:
+            seed, result = args.seed_worker
+            return cls(only=int(seed), result=Path(result))
+        return cls(command=(sys.executable, str(Path(script).resolve()), *(sys.argv[1:] if argv is None else argv)))
 
 
 def publish(
@@ -444,9 +468,65 @@ class FinetuneResult:
     encoder: Path
 
 
+def train_seeds(kind: TaskKind, encoder_of: dict, tokenizer, data, cfg, work_dir: Path, workers) -> dict:
+    """Every seed's run, in ``cfg.seeds`` order: one after another in this process, or, with
+    ``cfg.seed_processes`` > 1 and the stage's :class:`SeedWorkers`, the first here while worker
+    processes train the others, at most ``seed_processes`` at once (on a GPU they share it: a
+    MiniLM-sized fine-tuning step leaves it mostly idle). Each seed computes what it would alone."""
+
+    def here(seed: int) -> SeedRun:
+        return train_one_seed(kind, encoder_of[seed], tokenizer, data, cfg, seed, work_dir / f"seed{seed}")
+
+    n = min(cfg.seed_processes, len(cfg.seeds))
+    if n == 1 or workers is None or workers.command is None:
+        return {seed: here(seed) for seed in cfg.seeds}
+    env = dict(os.environ)
+    if torch.cuda.is_available():  # the processes share the node's cores (a CPU run keeps its threads, and its bytes)
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or n) // n)))
+    pending, running, done = list(cfg.seeds[1:]), {}, {}
+
+    def launch() -> None:
+        seed = pending.pop(0)
+        out = work_dir / f"seed{seed}" / "worker-result.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.unlink(missing_ok=True)
+        running[seed] = (subprocess.Popen([*workers.command, "--seed-worker", str(seed), str(out)], env=env), out)
+
+    def gather(seed: int) -> None:
+        proc, out = running.pop(seed)
+        if proc.returncode != 0:
+            raise MinisciError(
+                f"{kind.stage}: the process of seed {seed} failed (exit {proc.returncode}; its error is above)"
+            )
+        r = json.loads(out.read_text(encoding="utf-8"))
+        done[seed] = SeedRun(None, r["metrics"], r["predictions"], [])
+
+    try:
+        while pending and len(running) < n - 1:
+            launch()
+        done[cfg.seeds[0]] = here(cfg.seeds[0])  # meanwhile, in this process
+        while running:
+            for seed in [s for s, (p, _) in running.items() if p.poll() is not None]:
+                gather(seed)
+                if pending:
+                    launch()
+            time.sleep(0.2)
+    finally:
+        for proc, _ in running.values():  # a failure leaves no worker behind
+            proc.kill()
+            proc.wait()
+    return {seed: done[seed] for seed in cfg.seeds}
+
+
 def run_seeds(
-    kind: TaskKind, data, model_dir: str | Path, cfg, work_dir: str | Path, design: PretrainSeeds | None = None
-) -> FinetuneResult:
+    kind: TaskKind,
+    data,
+    model_dir: str | Path,
+    cfg,
+    work_dir: str | Path,
+    design: PretrainSeeds | None = None,
+    workers: SeedWorkers | None = None,
+) -> FinetuneResult | None:
     """Fine-tune once per seed of ``cfg.seeds`` (each resumable in ``work_dir/seed<N>``); metrics of
     the first seed as the headline, every seed's in ``per_seed`` and ``test_over_seeds``, and every
     seed's test predictions in the rows (``preds``) for the seed-aware bootstrap.
@@ -454,7 +534,10 @@ def run_seeds(
     ``model_dir`` is one encoder, or a folder of one encoder per pretraining seed (``models/adapted``):
     then ``design`` says which fine-tuning seed runs on which (:func:`minisci.pretrain.seeds.finetune_plan`),
     and each run's pretraining seed is recorded as ``per_seed.<s>.pretrain_seed`` (``pretrain_seed``
-    with one fine-tuning seed), which the report's Multi-Bootstrap reads."""
+    with one fine-tuning seed), which the report's Multi-Bootstrap reads.
+
+    ``workers``: the stage's :class:`SeedWorkers` (see :func:`train_seeds`); in a worker process
+    (``workers.only``) this trains that seed, writes its result and returns None."""
     from transformers import AutoConfig, AutoTokenizer
 
     start = time.perf_counter()
@@ -488,10 +571,12 @@ def run_seeds(
     check_at_load(config, tokenizer, {f"{section}.max_length": cfg.max_length}, model_dir)
     unk = check_unk_rate(tokenizer, training_words(data), section)
     # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
-    runs = {
-        seed: train_one_seed(kind, encoder_of[seed], tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
-        for seed in cfg.seeds
-    }
+    if workers is not None and workers.only is not None:
+        seed = workers.only
+        run = train_one_seed(kind, encoder_of[seed], tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
+        write_json(workers.result, {"metrics": run.metrics, "predictions": run.predictions})
+        return None
+    runs = train_seeds(kind, encoder_of, tokenizer, data, cfg, Path(work_dir), workers)
     first = runs[cfg.seeds[0]]
     head = first.metrics
     metrics = {

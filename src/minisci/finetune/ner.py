@@ -13,7 +13,7 @@ from pathlib import Path
 
 from minisci.config import FinetuneNerConfig
 from minisci.data.readers import load_prepared
-from minisci.finetune.common import FinetuneResult, run_seeds
+from minisci.finetune.common import FinetuneResult, SeedWorkers, run_seeds
 from minisci.metrics import ner_f1  # noqa: F401  (see below)
 from minisci.pretrain.seeds import PretrainSeeds
 from minisci.tasks.ner import NER
@@ -28,7 +28,8 @@ def run_finetune_ner(
     cfg: FinetuneNerConfig,
     work_dir: str | Path,
     design: PretrainSeeds | None = None,
-) -> FinetuneResult:
+    workers: SeedWorkers | None = None,
+) -> FinetuneResult | None:
     """Fine-tune on a prepared NER dataset (``prepare_data`` output) once per seed;
-    ``model_dir`` and ``design``: see :func:`~minisci.finetune.common.run_seeds`."""
-    return run_seeds(NER, load_prepared(data_dir, task=NER.name), model_dir, cfg, work_dir, design)
+    ``model_dir``, ``design`` and ``workers``: see :func:`~minisci.finetune.common.run_seeds`."""
+    return run_seeds(NER, load_prepared(data_dir, task=NER.name), model_dir, cfg, work_dir, design, workers)
