@@ -42,6 +42,7 @@ def test_seed_processes_give_the_same_bytes(tmp_path, tiny_model_dir):
     assert "seed_processes" not in json.dumps(card)
 
 
+@pytest.mark.slow
 def test_a_failing_seed_worker_fails_the_stage(tmp_path, tiny_model_dir):
     from helpers import ner_cfg
 
