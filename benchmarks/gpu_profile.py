@@ -52,7 +52,6 @@ def python_profile(prof: cProfile.Profile, path: Path, top: int = 35) -> None:
 
 
 def torch_profile(fn, path: Path, device: str):
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -67,7 +66,6 @@ def torch_profile(fn, path: Path, device: str):
         )
         text += f"\nkernel launches: {launches}\n"
     path.write_text(text, encoding="utf-8")
-    torch.cuda.synchronize() if device == "cuda" else None
     return result
 
 
@@ -81,28 +79,14 @@ def ner_once(params: Path, data_root: Path, model: Path, work: Path, seed: int |
         params = work / f"params-{seed}.yaml"
         work.mkdir(parents=True, exist_ok=True)
         params.write_text(yaml.safe_dump(p, sort_keys=False))
-    d = work / "ner"
     start = time.perf_counter()
-    gpu_check.load_stage("finetune_ner", ROOT).main(
-        [
-            "--data", str(data_root / "data/prepared/bc5cdr"),
-            "--model", str(model),
-            "--out", str(d / "model"),
-            "--metrics", str(d / "metrics.json"),
-            "--plots", str(d / "plots"),
-            "--checkpoints", str(d / "checkpoints"),
-            "--params", str(params),
-        ]
-    )  # fmt: skip
-    wall = time.perf_counter() - start
-    m = json.loads((d / "metrics.json").read_text())
-    tokens = gpu_check.tokens_seen(d / "checkpoints")
+    r = gpu_check.finetune_once(ROOT, data_root, model, params, work / "ner", "finetune_ner", "bc5cdr")
     return {
-        "wall_seconds": round(wall, 2),
-        "stage_wall_seconds": m["wall_seconds"],
-        "tokens": tokens,
-        "tokens_per_second": round(tokens / m["wall_seconds"], 1),
-        "test_f1": m["test"]["f1"],
+        "wall_seconds": round(time.perf_counter() - start, 2),
+        "stage_wall_seconds": r["wall_seconds"],
+        "tokens": r["tokens_trained"],
+        "tokens_per_second": r["tokens_per_second"],
+        "test_f1": r["test"],
     }
 
 
