@@ -55,3 +55,17 @@ def test_a_failing_seed_worker_fails_the_stage(tmp_path, tiny_model_dir):
     workers = SeedWorkers(command=(sys.executable, "-c", "import sys; sys.exit(3)"))
     with pytest.raises(MinisciError, match=r"finetune_ner: the process of seed 14 failed \(exit 3"):
         run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work", workers=workers)
+
+
+def test_a_seed_worker_takes_an_integer_seed():
+    import argparse
+
+    from minisci.errors import MinisciError
+    from minisci.finetune.common import SeedWorkers
+
+    with pytest.raises(MinisciError, match="--seed-worker: seed 'x' is not an integer"):
+        SeedWorkers.of_stage(argparse.Namespace(seed_worker=["x", "r.json"]), "stage.py", [])
+    worker = SeedWorkers.of_stage(argparse.Namespace(seed_worker=["14", "r.json"]), "stage.py", [])
+    assert worker.only == 14 and worker.command is None
+    parent = SeedWorkers.of_stage(argparse.Namespace(seed_worker=None), "stage.py", ["--data", "d"])
+    assert parent.command[0] == sys.executable and parent.command[-2:] == ("--data", "d") and parent.only is None

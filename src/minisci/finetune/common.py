@@ -338,6 +338,8 @@ class SeedWorkers:
     def of_stage(cls, args: argparse.Namespace, script: str, argv: list[str] | None) -> SeedWorkers:
         if args.seed_worker:
             seed, result = args.seed_worker
+            if not seed.lstrip("-").isdigit():
+                raise MinisciError(f"--seed-worker: seed {seed!r} is not an integer")
             return cls(only=int(seed), result=Path(result))
         return cls(command=(sys.executable, str(Path(script).resolve()), *(sys.argv[1:] if argv is None else argv)))
 
@@ -573,6 +575,8 @@ def run_seeds(
     # 2. train and select on dev, once per seed; 3. test once per seed with the chosen weights
     if workers is not None and workers.only is not None:
         seed = workers.only
+        if seed not in cfg.seeds:
+            raise MinisciError(f"--seed-worker: seed {seed} is not one of {kind.stage}.seeds {list(cfg.seeds)}")
         run = train_one_seed(kind, encoder_of[seed], tokenizer, data, cfg, seed, Path(work_dir) / f"seed{seed}")
         write_json(workers.result, {"metrics": run.metrics, "predictions": run.predictions})
         return None
