@@ -356,8 +356,20 @@ def _check_scratch_config(sc: dict) -> None:
     )
 
 
+class _SpeedKeys:
+    """A section's keys that change how fast a stage runs, never what it computes (``SPEED_KEYS``, each
+    with a test that the outputs are equal either way): left out of the runs' identity, the model
+    cards and the stage's DVC params, so a GPU node can set them, resume and rerun nothing."""
+
+    SPEED_KEYS: tuple[str, ...] = ()
+
+    def result_params(self) -> dict:
+        """The params without :attr:`SPEED_KEYS`: what decides the bytes."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.SPEED_KEYS}
+
+
 @dataclasses.dataclass(frozen=True)
-class PretrainConfig:
+class PretrainConfig(_SpeedKeys):
     epochs: float
     max_steps: int
     batch_size: int
@@ -381,13 +393,7 @@ class PretrainConfig:
     vocab_min_pieces: int = 3  # a word is a candidate if the base WordPiece splits it into this many pieces
     dataloader_workers: int = 0  # processes that build batches (masking, padding); the bytes do not depend on it
 
-    # Keys that change how fast the run goes, never what it computes: left out of the run's identity
-    # and its model card (and of the stage's DVC params), so a GPU node can set them and resume.
     SPEED_KEYS = ("dataloader_workers",)
-
-    def result_params(self) -> dict:
-        """The run's params without :attr:`SPEED_KEYS`: what decides its bytes."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.SPEED_KEYS}
 
     def __post_init__(self) -> None:
         s = "pretrain"
@@ -421,7 +427,7 @@ LOSSES = ("ce", "welt", "inverse_frequency", "effective_number")
 
 
 @dataclasses.dataclass(frozen=True)
-class _FinetuneConfig:
+class _FinetuneConfig(_SpeedKeys):
     """Knobs both fine-tuning stages share."""
 
     epochs: float
@@ -443,13 +449,7 @@ class _FinetuneConfig:
     # processes that fine-tune the seeds at once (1 = one after another); the bytes do not depend on it
     seed_processes: int = dataclasses.field(default=1, kw_only=True)
 
-    # Keys that change how fast the stage runs, never what it computes: left out of the runs' identity
-    # and the model card (and of the stage's DVC params).
     SPEED_KEYS = ("seed_processes",)
-
-    def result_params(self) -> dict:
-        """The params without :attr:`SPEED_KEYS`: what decides the bytes."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.SPEED_KEYS}
 
     def _check_common(self, s: str, losses: tuple[str, ...]) -> None:
         _check(self.seed_processes >= 1, s, "seed_processes must be >= 1 (1 = the seeds one after another)")
