@@ -466,7 +466,9 @@ def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
     params["pretrain"].update(
         max_steps=sizes.pretrain_steps, save_steps=10**6, logging_steps=max(1, sizes.pretrain_steps // 4)
     )
-    params["pretrain"]["seeds"] = params["pretrain"]["seeds"][:1]  # one pretraining run, as one seed per task
+    # two pretraining runs in one process: the first seed's (cold), then the second's (warm, as the rest
+    # of a long run); the estimate takes the first's start-up once per seed and the second's rate
+    params["pretrain"]["seeds"] = params["pretrain"]["seeds"][:2]
     for name, section in DATASETS.items():
         params[section].update(datasets=[name], seeds=[13], max_train_examples=0, max_eval_examples=0)
         if sizes.epochs is not None:
@@ -569,10 +571,29 @@ def matmul_ceiling(device: str, tiny: bool) -> dict:
     }
 
 
-def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops: float) -> dict:
-    """The pretrain stage's own main(argv) for the fixed number of steps; tokens/s and the matrix-product
+def pretrain_once(root: Path, data: Path, params: Path, work: Path, seed: int, d: Path) -> dict:
+    """One call of the pretrain stage's own main(argv) for the fixed number of steps, for one seed."""
+    load_stage("pretrain", root).main(
+        [
+            "--seed", str(seed),
+            "--data", str(data),
+            "--out", str(work / "models/adapted" / str(seed)),
+            "--checkpoints", str(d / "checkpoints"),
+            "--metrics", str(d / "metrics.json"),
+            "--plots", str(d / "plots"),
+            "--params", str(params),
+        ]
+    )  # fmt: skip
+    return json.loads((d / "metrics.json").read_text())
+
+
+def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops: float, warm: bool = True) -> dict:
+    """The pretrain stage's own main(argv) for the fixed number of steps: tokens/s and the matrix-product
     FLOPs per second it reached as a share of the ceiling (the roofline's count: the encoder's Linear and
-    attention products over real lengths, plus the MLM head at the masked positions, times 3 for backward)."""
+    attention products over real lengths, plus the MLM head at the masked positions, times 3 for backward).
+    With ``warm``, a second seed's run follows in the same process, as the steps after the first
+    hundreds of a long run do: its tokens/s is the steady rate, and the first run's wall time beyond
+    the second's is what each pretraining stage's start-up costs (CUDA context, kernels, workers)."""
     from transformers import AutoConfig, AutoTokenizer
 
     sys.path.insert(0, str(root / "benchmarks"))
@@ -591,20 +612,10 @@ def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops:
             str(params),
         ]
     )
-    load_stage("pretrain", root).main(
-        [
-            "--data", str(d / "data"),
-            "--out", str(work / "models/adapted"),
-            "--checkpoints", str(d / "checkpoints"),
-            "--metrics", str(d / "metrics.json"),
-            "--plots", str(d / "plots"),
-            "--params", str(params),
-        ]
-    )  # fmt: skip
-    m = json.loads((d / "metrics.json").read_text())
     cfg = yaml.safe_load(params.read_text())["pretrain"]
-    config = AutoConfig.from_pretrained(work / "models/adapted")
-    tokenizer = AutoTokenizer.from_pretrained(work / "models/adapted")
+    m = pretrain_once(root, d / "data", params, work, cfg["seeds"][0], d)
+    config = AutoConfig.from_pretrained(work / "models/adapted" / str(cfg["seeds"][0]))
+    tokenizer = AutoTokenizer.from_pretrained(work / "models/adapted" / str(cfg["seeds"][0]))
     rows = [json.loads(line) for line in (folder / "data/pairs/train.jsonl").read_text().splitlines()]
     lengths = [
         len(x)
@@ -615,20 +626,37 @@ def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops:
     d_model, vocab = config.hidden_size, config.vocab_size
     head = 2 * cfg["mlm_probability"] * sum(lengths) * (d_model * d_model + d_model * vocab)
     flops_per_token = 3 * (encoder_flops(config, lengths) + head) / sum(lengths)
+
+    def share(tps: float) -> dict:
+        tflops = flops_per_token * tps / 1e12
+        return {"tflops": round(tflops, 4), "percent_of_ceiling": round(100 * tflops / ceiling_tflops, 2)}
+
     tps = m["train"]["tokens_per_second"]
-    return {
+    out = {
         "steps": m["train"]["steps"],
         "batch_size": cfg["batch_size"] * cfg["grad_accum"],
         "max_seq_length": cfg["max_seq_length"],
+        "dataloader_workers": cfg["dataloader_workers"],
         "precision": m["environment"]["precision"],
         "tokens_seen": m["train"]["tokens_seen"],
         "train_seconds": m["train"]["train_seconds_this_run"],
         "wall_seconds": m["wall_seconds"],
         "tokens_per_second": tps,
-        "tflops": round(flops_per_token * tps / 1e12, 4),
-        "percent_of_ceiling": round(100 * flops_per_token * tps / 1e12 / ceiling_tflops, 2),
+        **share(tps),
         "mlm_accuracy": [m["before"]["mlm_accuracy"], m["after"]["mlm_accuracy"]],
     }
+    if warm and len(cfg["seeds"]) > 1:
+        w = pretrain_once(root, d / "data", params, work, cfg["seeds"][1], work / "pretrain-warm")
+        wtps = w["train"]["tokens_per_second"]
+        out["warm_seed"] = {
+            "wall_seconds": w["wall_seconds"],
+            "train_seconds": w["train"]["train_seconds_this_run"],
+            "tokens_per_second": wtps,
+            **share(wtps),
+        }
+        # a stage's start-up on the device: the first run's time beyond the warm run's, same steps
+        out["first_seed_overhead_seconds"] = round(max(0.0, m["wall_seconds"] - w["wall_seconds"]), 1)
+    return out
 
 
 def timed_cli(argv: list[str]) -> float:
@@ -696,12 +724,21 @@ def serve_throughput(folder: Path, work: Path, device: str) -> dict:
     return out
 
 
+def paper_cpu_log(root: Path) -> Path | None:
+    """The newest log of benchmarks/paper_cpu_stages.py under ``root``, if any (by its dated name)."""
+    logs = sorted((root / "benchmarks/runs").glob("*-paper_cpu_stages.json"))
+    return logs[-1] if logs else None
+
+
 def estimate(root: Path, load: dict, pre: dict, tuned: dict) -> dict:
-    """The paper profile's wall time from the measured rates: pretraining at its tokens/s; each
+    """The paper profile's wall time from the measured rates: each pretraining seed's stage as the
+    start-up of a first run plus its tokens at the warm run's tokens/s; each
     fine-tuning stage (dataset x arm, one process) as its first seed's start-up on the device plus each
     seed at the warm end-to-end rate of its task (trained tokens per second of a warm seed's wall time,
     scoring and loading included, measured on subsets whose splits keep the full sets' proportions);
-    the CPU-side stages from the committed default run, scaled by size. Seeds run ``seed_processes``
+    the CPU-side stages before pretraining as timed with the profile's params on a CPU
+    (benchmarks/paper_cpu_stages.py's newest log; without one, the committed default run's scaled by
+    size). Seeds run ``seed_processes``
     at a time, each at the warm rate: three NER seeds at once on an H100 each ran as fast as one alone
     (benchmarks/gpu_profile.py, 2026-11-26); the check itself runs one seed at a time."""
     profile = paper_profile(root)
@@ -712,7 +749,9 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict) -> dict:
         return profile.get(key, base[section][field])
 
     pretrain_tokens = p("make_pairs.n_pairs") * p("pretrain.epochs") * load["pretrain_pieces_per_pair"]
-    parts = {"pretrain": len(p("pretrain.seeds")) * pretrain_tokens / pre["tokens_per_second"]}  # one run per seed
+    # one stage per seed: each its start-up, then its tokens at the warm rate (older logs: the first run's)
+    per_seed = pretrain_tokens / pre.get("warm_seed", pre)["tokens_per_second"]
+    parts = {"pretrain": len(p("pretrain.seeds")) * (pre.get("first_seed_overhead_seconds", 0.0) + per_seed)}
     for name, counts in load["datasets"].items():
         section = counts["section"]
         t = tuned[section]
@@ -726,11 +765,15 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict) -> dict:
     for stage in ("sample_corpus", "make_pairs", "finetune_embeddings"):
         f = root / "metrics" / f"{stage}.json"
         committed[stage] = json.loads(f.read_text())["wall_seconds"] if f.is_file() else None
-    if committed["sample_corpus"] is not None:
+    if cpu_log := paper_cpu_log(root):  # timed with the profile's params (benchmarks/paper_cpu_stages.py)
+        timed = json.loads(cpu_log.read_text())
+        for stage, seconds in timed["seconds"].items():
+            parts[f"{stage} (CPU, paper params, {cpu_log.name})"] = seconds
+    elif committed["sample_corpus"] is not None:
         parts["sample_corpus (CPU, committed run scaled)"] = (
             committed["sample_corpus"] * p("sample_corpus.n_docs") / base["sample_corpus"]["n_docs"]
         )
-    if committed["make_pairs"] is not None:
+    if committed["make_pairs"] is not None and cpu_log is None:
         parts["make_pairs (CPU, committed run scaled)"] = (
             committed["make_pairs"] * p("make_pairs.n_pairs") / base["make_pairs"]["n_pairs"]
         )
@@ -990,6 +1033,8 @@ def prepare(folder: Path, mirror: Path, tiny: bool, wheels: bool) -> dict:
                 tar.add(REPO / rel, arcname=rel, filter=lambda t: None if "__pycache__" in t.name else t)
             for f in sorted((REPO / "metrics").glob("*.json")):
                 tar.add(f, arcname=f"metrics/{f.name}")  # committed wall times of the CPU-side stages, for the estimate
+            if cpu_log := paper_cpu_log(REPO):  # the paper profile's CPU-side stages, timed (paper_cpu_stages.py)
+                tar.add(cpu_log, arcname=str(cpu_log.relative_to(REPO)))
         with tarfile.open(out / "data.tar.gz", "w:gz") as tar:
             tar.add(staging, arcname="data")
         with tarfile.open(out / "model.tar.gz", "w:gz") as tar:  # bf16 exponents repeat: gzip takes off ~a fifth
@@ -1116,6 +1161,12 @@ def summary(log: dict) -> str:
         p = s["pretrain"]
         lines.append(
             f"pretrain: {p['tokens_per_second']:,.0f} tokens/s ({p['precision']}, batch {p['batch_size']}), {p['percent_of_ceiling']:.1f}% of ceiling"
+            + (
+                f"; a second seed in the same process: {p['warm_seed']['tokens_per_second']:,.0f} tokens/s, "
+                f"{p['warm_seed']['percent_of_ceiling']:.1f}%"
+                if "warm_seed" in p
+                else ""
+            )
         )
     for section in DATASETS.values():
         if s.get("finetune", {}).get("ok"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -96,7 +97,7 @@ def test_check_params_are_the_paper_profile_with_the_checks_own(gc, tmp_path):
     path = gc.check_params(REPO, tmp_path / "model", gc.FULL, tmp_path)
     profile = gc.paper_profile()
     pre, design = load_pretrain(path)  # strict: every key known and valid
-    assert design.seeds == (13,)  # one pretraining run
+    assert design.seeds == (13, 14)  # two pretraining runs: the first seed's (cold) and a warm one
     ner = load_section(FinetuneNerConfig, "finetune_ner", path)
     cls = load_section(FinetuneClassificationConfig, "finetune_classification", path)
     assert pre.batch_size == profile["pretrain.batch_size"] and pre.max_steps == gc.FULL.pretrain_steps
@@ -123,6 +124,10 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     pairs, epochs = profile["make_pairs.n_pairs"], profile["pretrain.epochs"]
     runs = len(yaml.safe_load((REPO / "params.yaml").read_text())["pretrain"]["seeds"])  # one per seed
     assert out["seconds_by_stage"]["pretrain"] == round(runs * pairs * epochs * 200 / 1e6, 1)
+    # with a warm pretraining run: each seed's stage pays the start-up once, then runs at the warm rate
+    warm = {"tokens_per_second": 1e6, "first_seed_overhead_seconds": 7.0, "warm_seed": {"tokens_per_second": 2e6}}
+    out2 = gc.estimate(REPO, load, warm, {"finetune_ner": {"tokens_per_second": 100.0}})
+    assert out2["seconds_by_stage"]["pretrain"] == round(runs * (7.0 + pairs * epochs * 200 / 2e6), 1)
     # seed_processes seeds at once, each at one seed's rate; a log without a warm seed: at the first's rate
     rounds = math.ceil(len(profile["finetune_ner.seeds"]) / profile["finetune_ner.seed_processes"])
     assert profile["finetune_ner.seed_processes"] > 1 and rounds == 1  # the profile runs its seeds at once
@@ -135,6 +140,29 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     out = gc.estimate(REPO, load, {"tokens_per_second": 1e6}, tuned)
     expected = 2 * (7.0 + rounds * 1000 * profile["finetune_ner.epochs"] / 400)
     assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == round(expected, 1)
+
+
+def test_estimate_takes_the_paper_cpu_stages_from_their_newest_log(gc, tmp_path):
+    """With benchmarks/paper_cpu_stages.py logs in the tree, the CPU-side stages are the newest log's
+    times (pretrain_data included), not the committed default run's scaled."""
+    for rel in ("params.yaml", "src/minisci/profiles/paper.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, tmp_path / rel)
+    runs = tmp_path / "benchmarks/runs"
+    runs.mkdir(parents=True)
+    load = {"pretrain_pieces_per_pair": 200.0, "datasets": {}}
+    scaled = gc.estimate(tmp_path, load, {"tokens_per_second": 1e6}, {})["seconds_by_stage"]
+    assert set(scaled) == {"pretrain"}  # no committed metrics in this tree, no log: nothing to scale
+    for date, s in (("2026-01-01", 1.0), ("2026-02-01", 2.0)):
+        times = {"sample_corpus": 90 * s, "make_pairs": 10 * s, "pretrain_data": 80 * s}
+        (runs / f"{date}-cpu-paper_cpu_stages.json").write_text(json.dumps({"seconds": times}))
+    parts = gc.estimate(tmp_path, load, {"tokens_per_second": 1e6}, {})["seconds_by_stage"]
+    name = "2026-02-01-cpu-paper_cpu_stages.json"
+    assert {k: v for k, v in parts.items() if k != "pretrain"} == {
+        f"sample_corpus (CPU, paper params, {name})": 180.0,
+        f"make_pairs (CPU, paper params, {name})": 20.0,
+        f"pretrain_data (CPU, paper params, {name})": 160.0,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +218,8 @@ def test_cpu_dry_run_of_the_whole_check(gc, tiny_folder, tmp_path, monkeypatch):
     assert "warm_seed" not in log["cpu_reference"]["finetune_ner"]
     assert all(v["ok"] for v in log["steps"]["scores"].values() if isinstance(v, dict))
     assert log["steps"]["pretrain"]["precision"] == "fp32" and log["steps"]["estimate"]["total_seconds"] > 0
+    pre = log["steps"]["pretrain"]
+    assert pre["warm_seed"]["tokens_per_second"] > 0 and pre["first_seed_overhead_seconds"] >= 0
 
 
 @pytest.mark.slow
