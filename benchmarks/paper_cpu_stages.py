@@ -23,18 +23,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from machine import machine_lines  # noqa: E402
 
+from minisci.profiles import apply_profile  # noqa: E402
+
 LOG_GLOB = "*-paper_cpu_stages.json"
 
 
 def paper_params(out: Path) -> Path:
     """params.yaml with the paper profile applied (every key must exist)."""
-    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
-    profile = yaml.safe_load((REPO / "src/minisci/profiles/paper.yaml").read_text(encoding="utf-8"))
-    for key, value in profile.items():
-        section, _, field = key.partition(".")
-        if field not in params.get(section, {}):
-            raise SystemExit(f"error: paper profile: {key} is not a key of params.yaml")
-        params[section][field] = value
+    params = apply_profile("paper", yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8")))
     path = out / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return path
@@ -56,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="the JSON log to write")
     p.add_argument("--work", help="working directory (default: a temporary one, removed after)")
     args = p.parse_args(argv)
+    if not Path(args.out).resolve().parent.is_dir():
+        print(f"error: --out {args.out}: its folder does not exist", file=sys.stderr)
+        return 2
     for need in ("data/raw/corpus", "data/prepared"):
         if not (REPO / need).is_dir():
             print(f"error: {REPO / need}: missing; run dvc repro prepare_data first", file=sys.stderr)

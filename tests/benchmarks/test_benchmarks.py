@@ -614,6 +614,14 @@ def test_a_benchmark_script_exits_with_one_line_not_a_traceback(tmp_path):
     ]
 
 
+def test_paper_cpu_stages_refuses_an_out_in_a_missing_folder_before_any_work(benchmarks, tmp_path, capsys):
+    import paper_cpu_stages
+
+    out = tmp_path / "no" / "log.json"
+    assert paper_cpu_stages.main(["--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: --out {out}: its folder does not exist"]
+
+
 def test_pretrain_benchmark_refuses_compile_with_padding_only(benchmarks, capsys):
     import pretrain_throughput
 

@@ -73,19 +73,23 @@ def test_exp_run_show_and_metrics_diff(project):
 
 @pytest.mark.slow
 def test_queued_grid_apply_and_branch(project):
-    for lr in ("0.002", "0.004"):
-        run(
-            ["dvc", "exp", "run", "--queue", "-n", f"lr{lr[-1]}", "-S", f"finetune_classification.learning_rate={lr}"],
-            project,
-        )
+    # a grid over a report param: each queued run checks the pipeline out of the cache in its own
+    # workspace and reruns export_metrics alone (a fine-tuning rerun is test_exp_run_show_and_metrics_diff's)
+    key = "export_metrics.equivalence_margin_classification"
+    for margin in ("2.0", "4.0"):
+        run(["dvc", "exp", "run", "--queue", "-n", f"margin{margin[0]}", "-S", f"{key}={margin}"], project)
     status = finish_queue(project)
     assert "Success" in status and "Failed" not in status, status
     names = json.dumps(json.loads(run(["dvc", "exp", "show", "--json"], project).stdout))
-    assert "lr2" in names and "lr4" in names
-    run(["dvc", "exp", "apply", "lr4"], project)
-    assert yaml.safe_load((project / "params.yaml").read_text())["finetune_classification"]["learning_rate"] == 0.004
-    run(["dvc", "exp", "branch", "lr4", "try-lr4"], project)
-    assert "try-lr4" in run(["git", "branch"], project).stdout
+    assert "margin2" in names and "margin4" in names
+    run(["dvc", "exp", "apply", "margin4"], project)
+    assert (
+        yaml.safe_load((project / "params.yaml").read_text())["export_metrics"]["equivalence_margin_classification"]
+        == 4.0
+    )
+    assert "±4.0" in (project / "metrics/report.md").read_text()  # the experiment's report, applied
+    run(["dvc", "exp", "branch", "margin4", "try-margin4"], project)
+    assert "try-margin4" in run(["git", "branch"], project).stdout
     run(["git", "checkout", "--", "."], project)
     run(["dvc", "checkout", "--force"], project)
 

@@ -1,10 +1,10 @@
 """pretrain_data streams: its memory does not grow with the sample (slow: ~1 min on 2 cores).
 
-Generated documents and NSP pairs, 3k and 30k of each (~2 and ~20 MB of JSON Lines), are built into
+Generated documents and NSP pairs, 3k and 15k of each (~2 and ~10 MB of JSON Lines), are built into
 both layouts (pairs, and packed MLM blocks) in a fresh process per size. The process samples its own
 anonymous resident memory (``RssAnon`` in ``/proc/self/status``, every 10 ms) and keeps the peak.
 Anonymous memory is what holding data costs: the documents as Python objects would be about 1.5 KB
-each, and the pairs with their word-piece lists about 2 KB, ~90 MB more at 30k. The peak RSS
+each, and the pairs with their word-piece lists about 2 KB, ~40 MB more at 15k. The peak RSS
 (``getrusage``) also counts the memory-mapped Arrow files' pages, which grow with the output but are
 page cache the kernel takes back under pressure, so it is not the measure here (on this generator it
 grew ~35 MB from 3k to 30k while ``RssAnon`` grew under 1 MB).
@@ -81,8 +81,8 @@ def peak_anon_kb(tmp_path, n: int) -> int:
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_anonymous_memory_does_not_grow_with_the_sample(tmp_path):
-    small, large = peak_anon_kb(tmp_path, 3_000), peak_anon_kb(tmp_path, 30_000)
-    data_mb = sum(f.stat().st_size for f in (tmp_path / "gen30000").glob("*.jsonl")) / 2**20
-    assert data_mb > 20
-    # 27k more documents and pairs: holding them would be ~90 MB; streaming keeps a batch
+    small, large = peak_anon_kb(tmp_path, 3_000), peak_anon_kb(tmp_path, 15_000)
+    data_mb = sum(f.stat().st_size for f in (tmp_path / "gen15000").glob("*.jsonl")) / 2**20
+    assert data_mb > 10
+    # 12k more documents and pairs: holding them would be ~40 MB; streaming keeps a batch
     assert (large - small) / 1024 < 10, f"peak anonymous memory {small / 1024:.0f} MB -> {large / 1024:.0f} MB"

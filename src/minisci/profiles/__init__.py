@@ -44,21 +44,27 @@ def load_profile(name: str) -> dict:
     return yaml.safe_load(resources.files(__package__).joinpath(f"{name}.yaml").read_text())
 
 
+def apply_profile(name: str, params: dict, where: str | Path = "params.yaml") -> dict:
+    """``params`` (the sections of a params.yaml, read from ``where``) with profile ``name``'s values
+    set, as a new mapping; a profile key that ``params`` lacks is a ConfigError naming it."""
+    out = {section: dict(v) if isinstance(v, dict) else v for section, v in params.items()}
+    for key, value in load_profile(name).items():
+        section, _, field = key.partition(".")
+        if not isinstance(out.get(section), dict) or field not in out[section]:
+            raise ConfigError(f"profile {name}: {key} is not a key of {where}")
+        out[section][field] = value
+    return out
+
+
 def set_param_args(name: str, params_path: str | Path = "params.yaml") -> list[str]:
-    profile = load_profile(name)
     params_path = Path(params_path)
     if not params_path.is_file():
         raise ConfigError(f"{params_path}: not found in {Path.cwd()}; run from the project root (where params.yaml is)")
     params = yaml.safe_load(params_path.read_text(encoding="utf-8"))
     if not isinstance(params, dict):
         raise ConfigError(f"{params_path}: expected a mapping of params sections")
-    args = []
-    for key, value in profile.items():
-        section, _, field = key.partition(".")
-        if not isinstance(params.get(section), dict) or field not in params[section]:
-            raise ConfigError(f"profile {name}: {key} is not a key of {params_path}")
-        args += ["-S", f"{key}={_yaml_value(value)}"]
-    return args
+    apply_profile(name, params, params_path)  # every key is checked before dvc runs
+    return [arg for key, value in load_profile(name).items() for arg in ("-S", f"{key}={_yaml_value(value)}")]
 
 
 def _yaml_value(value) -> str:
