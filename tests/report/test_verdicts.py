@@ -49,6 +49,17 @@ def test_planted_difference_is_better_and_its_reverse_worse():
     assert compare(3000, 0.88, 0.80)["verdict"] == "worse"
 
 
+def test_an_interval_that_excludes_0_with_p_at_alpha_claims_nothing():
+    """The committed retrieval edge: [-0.0273, -0.0005] with p = 0.0505 read "worse" beside its own p."""
+    edge = {"ci_low": -0.0273, "ci_high": -0.0005, "p_value": 0.0505, "p_equivalence": 0.4}
+    assert verdict(edge) == "inconclusive"
+    assert verdict({**edge, "p_value": 0.0495}) == "worse"
+    up = {"ci_low": 0.0005, "ci_high": 0.0273, "p_value": 0.0505, "p_equivalence": 0.4}
+    assert verdict(up) == "inconclusive" and verdict({**up, "p_value": 0.01}) == "better"
+    # an interval inside the margin with an edge p is still equivalent: TOST decides that, not p
+    assert verdict({"ci_low": 0.0001, "ci_high": 0.002, "p_value": 0.06, "p_equivalence": 0.01}) == "equivalent"
+
+
 def test_tost_p_is_the_larger_one_sided_tail():
     diffs = np.linspace(-0.02, 0.02, 999)  # 999 replicates, evenly spread
     below, above = np.sum(diffs <= -0.015), np.sum(diffs >= 0.015)

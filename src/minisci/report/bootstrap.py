@@ -31,7 +31,10 @@ no difference are close to uniform; when it is smaller, the test is conservative
 10 distinct seed multisets exist, so the report also gives the per-seed differences and the number of seeds
 the adapted model won.
 
-Verdicts (:func:`verdict`): a difference is ``better`` or ``worse`` when its 95% interval excludes 0,
+Verdicts (:func:`verdict`): a difference is ``better`` or ``worse`` when its 95% interval excludes 0
+and its p-value is below alpha (the percentile interval and the null-shifted p-value are two readings
+of the same replicates and can disagree at the edge, e.g. an interval ending at -0.0005 with
+p = 0.051: the verdict then claims no difference, and no reader sees a claim its p-value contradicts),
 ``equivalent`` when two one-sided tests (TOST) on the same bootstrap replicates reject both
 "the difference is <= -m" and ">= +m" for the declared margin m (:func:`equivalence_p`; at
 alpha = 0.05 this is the 90% percentile interval lying inside (-m, +m)), and ``inconclusive``
@@ -212,11 +215,11 @@ def equivalence_p(diffs: np.ndarray, margin: float) -> float:
 
 
 def verdict(boot: dict, alpha: float = ALPHA) -> str:
-    """better / worse (the 95% interval excludes 0), equivalent (TOST rejects both margins),
-    inconclusive (neither: the data cannot tell a difference of the margin's size from none)."""
-    if boot["ci_low"] > 0:
+    """better / worse (the 95% interval excludes 0 and p < alpha), equivalent (TOST rejects both
+    margins), inconclusive (neither: the data cannot tell a difference of the margin's size from none)."""
+    if boot["ci_low"] > 0 and boot["p_value"] < alpha:
         return "better"
-    if boot["ci_high"] < 0:
+    if boot["ci_high"] < 0 and boot["p_value"] < alpha:
         return "worse"
     if boot.get("p_equivalence") is not None and boot["p_equivalence"] < alpha:
         return "equivalent"

@@ -510,7 +510,7 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
         "two-sided p-value. With one seed this is the paired bootstrap over test examples, and seed-to-seed",
         "variation is not in the interval. Method: `src/minisci/report/bootstrap.py`.",
         "",
-        f"Verdict: **better** or **worse** when the 95% interval excludes 0; **equivalent within ±m** when two "
+        f"Verdict: **better** or **worse** when the 95% interval excludes 0 and p < {ALPHA}; **equivalent within ±m** when two "
         f"one-sided tests (TOST, the same bootstrap) reject both −m and +m at α = {ALPHA} (the 90% interval lies "
         f"inside ±m), m declared in params.yaml before the run (export_metrics.equivalence_margin_*: "
         + ", ".join(f"{registry.get(k).title} ±{100 * v:.1f}" for k, v in margins.items())
