@@ -7,7 +7,11 @@ Runs on the node from the gpu_check folder's unpacked data and model, with this 
    with its own seed: the summed tokens/s over the wall time from the first start to the last end,
    against one process measured the same way (interpreter start and imports included on both sides);
 2. ``pretrain`` for 200 steps with DataLoader workers 0 and 4 (the stage builds its arguments with 0;
-   workers are patched in here, the masking stays the collator's);
+   workers are patched in here, the masking stays the collator's); and several pretraining seeds at
+   once: N ``pretrain`` processes (200 steps each, the profile's workers, one seed each) on the one
+   GPU, summed tokens/s over the wall time from the first start to the last end, against one process
+   measured the same way (DVC runs ``pretrain@<seed>`` one after another; this says what running
+   them side by side would pay);
 3. ``finetune_ner`` under cProfile (Python functions by own and cumulative time) and under
    torch.profiler (operators by CPU and by GPU time, launches counted); ``pretrain`` for 100 steps
    under cProfile.
@@ -113,21 +117,56 @@ def pretrain_run(params: Path, data_root: Path, work: Path, workers: int, steps:
     return {k: r[k] for k in ("steps", "tokens_per_second", "train_seconds", "wall_seconds")}
 
 
+def pretrain_seed(params: Path, data: Path, work: Path, seed: int) -> dict:
+    """One pretraining seed through the stage's main(argv) on prepared data: wall seconds and tokens."""
+    import yaml
+
+    p = yaml.safe_load(params.read_text())
+    p["pretrain"]["seeds"] = [seed]
+    q = work / f"params-{seed}.yaml"
+    q.write_text(yaml.safe_dump(p, sort_keys=False))
+    start = time.perf_counter()
+    m = gpu_check.pretrain_once(ROOT, data, q, work, seed, work / "pretrain")
+    return {
+        "wall_seconds": round(time.perf_counter() - start, 2),
+        "stage_wall_seconds": m["wall_seconds"],
+        "tokens": m["train"]["tokens_seen"],
+        "tokens_per_second": m["train"]["tokens_per_second"],
+    }
+
+
+def concurrent_pretrain(args, params: Path, data_root: Path, n: int) -> dict:
+    """n pretraining processes at once, seeds 13.., on pretraining data built once."""
+    data = Path(args.work) / "pretrain-shared/data"
+    if not data.is_dir():
+        gpu_check.load_stage("pretrain_data", ROOT).main(
+            ["--pairs", str(data_root / "data/pairs"), "--out", str(data), "--params", str(params),
+             "--metrics", str(data.parent / "data.json")]
+        )  # fmt: skip
+    return concurrent(args, n, "pretrain", ["--pretrain-seed", "--params", str(params), "--pretrain-data", str(data)])
+
+
 def concurrent_ner(args, params: Path, model: Path, n: int) -> dict:
     """n fine-tuning processes at once, seeds 13.., each limited to its share of the cores."""
+    return concurrent(args, n, "ner", ["--ner-seed", "--params", str(params), "--model", str(model)])
+
+
+def concurrent(args, n: int, what: str, child: list[str]) -> dict:
+    """n child processes of this script at once (``child``: the seed flag, then the rest), seeds 13..,
+    each limited to its share of the cores: the summed tokens/s from the first start to the last end."""
     env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // n)))
     procs, start = [], time.perf_counter()
     for i in range(n):
-        w = Path(args.work) / f"concurrent-{n}-{i}"
+        w = Path(args.work) / f"concurrent-{what}-{n}-{i}"
         w.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, __file__, "--data-root", args.data_root, "--work", str(w), "--out", str(w)]
-        cmd += ["--ner-seed", str(13 + i), "--params", str(params), "--model", str(model), "--device", args.device]
+        cmd += [child[0], str(13 + i), *child[1:], "--device", args.device]
         procs.append((w, subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(w / "stderr", "w"))))
     runs = []
     for w, proc in procs:
         if proc.wait() != 0:
             raise RuntimeError(f"concurrent run {w} failed: {(w / 'stderr').read_text()[-2000:]}")
-        runs.append(json.loads((w / "ner.json").read_text()))
+        runs.append(json.loads((w / f"{what}.json").read_text()))
     wall = time.perf_counter() - start
     tokens = sum(r["tokens"] for r in runs)
     return {"processes": n, "wall_seconds": round(wall, 2), "tokens": tokens,
@@ -144,7 +183,12 @@ def main(argv=None) -> int:
     p.add_argument(
         "--concurrent", default="1,3", help="process counts for the several-seeds-at-once what-if (comma-separated)"
     )
+    p.add_argument(
+        "--pretrain-concurrent", default="1,3", help="process counts for the pretraining-seeds-at-once what-if"
+    )
     p.add_argument("--ner-seed", type=int, help=argparse.SUPPRESS)  # one concurrent process
+    p.add_argument("--pretrain-seed", type=int, help=argparse.SUPPRESS)  # one concurrent process
+    p.add_argument("--pretrain-data", help=argparse.SUPPRESS)
     p.add_argument("--params", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -156,6 +200,10 @@ def main(argv=None) -> int:
     if args.ner_seed is not None:
         r = ner_once(Path(args.params), data_root, Path(args.model), work, args.ner_seed)
         (out / "ner.json").write_text(json.dumps(r))
+        return 0
+    if args.pretrain_seed is not None:
+        r = pretrain_seed(Path(args.params), Path(args.pretrain_data), work, args.pretrain_seed)
+        (out / "pretrain.json").write_text(json.dumps(r))
         return 0
     sizes = gpu_check.TINY if args.tiny else gpu_check.FULL
     model_fp32 = work / "model-fp32"
@@ -182,6 +230,8 @@ def main(argv=None) -> int:
     steps = 10 if args.tiny else 200
     step("pretrain_workers0", lambda: pretrain_run(params, data_root, work, 0, steps))
     step("pretrain_workers4", lambda: pretrain_run(params, data_root, work, 4, steps))
+    for n in (int(x) for x in args.pretrain_concurrent.split(",")):
+        step(f"pretrain_concurrent_{n}", lambda n=n: concurrent_pretrain(args, params, data_root, n))
     prof = cProfile.Profile()
     step("ner_cprofile", lambda: prof.runcall(ner_once, params, data_root, baseline, work / "cprofile"))
     python_profile(prof, out / "ner_cprofile.txt")

@@ -234,12 +234,14 @@ def test_cpu_dry_run_of_the_profile_beside_the_check(tiny_folder, tmp_path, monk
         with tarfile.open(folder / name) as tar:
             tar.extractall(root, filter="data")
     cmd = [sys.executable, str(REPO / "benchmarks/gpu_profile.py"), "--data-root", str(root), "--work", "w"]
-    cmd += ["--out", "out", "--device", "cpu", "--tiny", "--concurrent", "2"]
+    cmd += ["--out", "out", "--device", "cpu", "--tiny", "--concurrent", "2", "--pretrain-concurrent", "2"]
     run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert run.returncode == 0, run.stderr[-2000:]
     steps = json.loads((tmp_path / "out/profile.json").read_text())["steps"]
     assert not [name for name, step in steps.items() if "error" in step]
-    assert {"ner_concurrent_2", "pretrain_workers0", "pretrain_workers4"} <= set(steps)
+    assert {"ner_concurrent_2", "pretrain_workers0", "pretrain_workers4", "pretrain_concurrent_2"} <= set(steps)
+    a, b = steps["pretrain_concurrent_2"]["runs"]  # two pretraining seeds at once, the same steps
+    assert a["tokens"] > 0 and b["tokens"] > 0 and steps["pretrain_concurrent_2"]["tokens"] == a["tokens"] + b["tokens"]
     first, second = steps["ner_concurrent_2"]["runs"]  # two seeds at once, the same data
     assert first["tokens"] == second["tokens"] > 0 and steps["ner_concurrent_2"]["tokens"] == 2 * first["tokens"]
     for name in ("ner_cprofile.txt", "ner_torch_profile.txt", "pretrain_cprofile.txt"):
