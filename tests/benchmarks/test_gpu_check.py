@@ -128,6 +128,12 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     warm = {"tokens_per_second": 1e6, "first_seed_overhead_seconds": 7.0, "warm_seed": {"tokens_per_second": 2e6}}
     out2 = gc.estimate(REPO, load, warm, {"finetune_ner": {"tokens_per_second": 100.0}})
     assert out2["seconds_by_stage"]["pretrain"] == round(runs * (7.0 + pairs * epochs * 200 / 2e6), 1)
+    # each stage process's interpreter start: every pretraining seed, every dataset x arm
+    out3 = gc.estimate(REPO, load, warm, {"finetune_ner": {"tokens_per_second": 100.0}}, {"seconds": 12.0})
+    base = yaml.safe_load((REPO / "params.yaml").read_text())
+    cls = profile.get("finetune_classification.datasets", base["finetune_classification"]["datasets"])
+    stages = 2 * (len(profile["finetune_ner.datasets"]) + len(cls))
+    assert out3["seconds_by_stage"]["stage processes starting"] == (runs + stages) * 12.0
     # seed_processes seeds at once, each at one seed's rate; a log without a warm seed: at the first's rate
     rounds = math.ceil(len(profile["finetune_ner.seeds"]) / profile["finetune_ner.seed_processes"])
     assert profile["finetune_ner.seed_processes"] > 1 and rounds == 1  # the profile runs its seeds at once
@@ -208,11 +214,13 @@ def test_cpu_dry_run_of_the_whole_check(gc, tiny_folder, tmp_path, monkeypatch):
         "pretrain",
         "finetune",
         "serve",
+        "stage_start",
         "estimate",
         "scores",
         "imports",
     }
-    assert {"pretrain", "finetune", "serve"} <= set(log["cpu_reference_started_after"])
+    assert {"pretrain", "finetune", "serve", "stage_start"} <= set(log["cpu_reference_started_after"])
+    assert log["steps"]["stage_start"]["seconds"] > 0
     ner = log["steps"]["finetune"]["finetune_ner"]
     assert ner["warm_seed"]["wall_seconds"] > 0 and ner["first_seed_overhead_seconds"] >= 0
     assert "warm_seed" not in log["cpu_reference"]["finetune_ner"]
