@@ -456,12 +456,13 @@ def load_stage(name: str, root: Path):
 def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
     """params.yaml with the paper profile applied, then the check's own: its model, a fixed number of
     pretraining steps, one seed per task on the subset. Everything else is the profile's."""
-    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
-    for key, value in paper_profile(root).items():
-        section, _, field = key.partition(".")
-        if field not in params.get(section, {}):
-            raise CheckError(f"paper profile: {key} is not a key of params.yaml")
-        params[section][field] = value
+    from minisci.errors import ConfigError
+    from minisci.profiles import apply_profile
+
+    try:
+        params = apply_profile("paper", yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")))
+    except ConfigError as e:
+        raise CheckError(str(e)) from None
     params["model"].update(base=str(model), tokenizer=None, scratch_config=None)
     params["pretrain"].update(
         max_steps=sizes.pretrain_steps, save_steps=10**6, logging_steps=max(1, sizes.pretrain_steps // 4)

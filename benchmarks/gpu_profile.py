@@ -173,6 +173,17 @@ def concurrent(args, n: int, what: str, child: list[str]) -> dict:
             "tokens_per_second_total": round(tokens / wall, 1), "runs": runs}  # fmt: skip
 
 
+def counts(text: str) -> list[int]:
+    """An argparse type: comma-separated process counts, each >= 1 (else a one-line usage error)."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated counts >= 1, got {text!r}")
+    return values
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-root", required=True, help="where the folder's data.tar.gz and model.tar.gz are unpacked")
@@ -181,10 +192,16 @@ def main(argv=None) -> int:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--tiny", action="store_true")
     p.add_argument(
-        "--concurrent", default="1,3", help="process counts for the several-seeds-at-once what-if (comma-separated)"
+        "--concurrent",
+        type=counts,
+        default="1,3",
+        help="process counts for the several-seeds-at-once what-if (comma-separated)",
     )
     p.add_argument(
-        "--pretrain-concurrent", default="1,3", help="process counts for the pretraining-seeds-at-once what-if"
+        "--pretrain-concurrent",
+        type=counts,
+        default="1,3",
+        help="process counts for the pretraining-seeds-at-once what-if",
     )
     p.add_argument("--ner-seed", type=int, help=argparse.SUPPRESS)  # one concurrent process
     p.add_argument("--pretrain-seed", type=int, help=argparse.SUPPRESS)  # one concurrent process
@@ -195,6 +212,8 @@ def main(argv=None) -> int:
     if args.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     data_root, work, out = Path(args.data_root), Path(args.work), Path(args.out)
+    if args.ner_seed is None and args.pretrain_seed is None and not (data_root / "model/config.json").is_file():
+        p.error(f"--data-root {data_root}: no model/ there; unpack the folder's data.tar.gz and model.tar.gz into it")
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     if args.ner_seed is not None:
@@ -225,12 +244,12 @@ def main(argv=None) -> int:
         print(f"gpu_profile: {name}: {json.dumps(log['steps'][name])[:400]}", flush=True)
 
     # the what-ifs first, the profiles after: a run cut short keeps the answers the profile changes rest on
-    for n in (int(x) for x in args.concurrent.split(",")):  # 1 too: the same start-up cost on both sides
+    for n in args.concurrent:  # 1 too: the same start-up cost on both sides
         step(f"ner_concurrent_{n}", lambda n=n: concurrent_ner(args, params, baseline, n))
     steps = 10 if args.tiny else 200
     step("pretrain_workers0", lambda: pretrain_run(params, data_root, work, 0, steps))
     step("pretrain_workers4", lambda: pretrain_run(params, data_root, work, 4, steps))
-    for n in (int(x) for x in args.pretrain_concurrent.split(",")):
+    for n in args.pretrain_concurrent:
         step(f"pretrain_concurrent_{n}", lambda n=n: concurrent_pretrain(args, params, data_root, n))
     prof = cProfile.Profile()
     step("ner_cprofile", lambda: prof.runcall(ner_once, params, data_root, baseline, work / "cprofile"))

@@ -171,6 +171,25 @@ def test_estimate_takes_the_paper_cpu_stages_from_their_newest_log(gc, tmp_path)
     }
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--pretrain-concurrent", "x"],
+            "argument --pretrain-concurrent: expected comma-separated counts >= 1, got 'x'",
+        ),
+        (["--concurrent", "0"], "argument --concurrent: expected comma-separated counts >= 1, got '0'"),
+        ([], "no model/ there; unpack the folder's data.tar.gz and model.tar.gz into it"),
+    ],
+)
+def test_profile_bad_arguments_are_one_line_usage_errors(tmp_path, extra, message):
+    cmd = [sys.executable, str(REPO / "benchmarks/gpu_profile.py"), "--data-root", str(tmp_path)]
+    cmd += ["--work", str(tmp_path / "w"), "--out", str(tmp_path / "o"), *extra]
+    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].endswith(message)
+
+
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
     """The folder built offline (``--prepare --tiny``, no wheels), once for the dry runs."""
