@@ -306,7 +306,7 @@ def timed_run(
     ``eval_every`` the dev curve (the training seconds exclude its scoring)."""
     from transformers.trainer_callback import PrinterCallback
 
-    from minisci.progress import StageProgress
+    from minisci.trainer_progress import StageProgress
 
     model = load_model(model_dir, work, seed, **config)
     curve = DevCurve(eval_every, lambda m: work.score(m, tokenizer, cfg)) if eval_every else None

@@ -7,7 +7,7 @@ Usage: python stages/code_fingerprint.py --stages stages --out data/fingerprints
 
 Every other stage depends on its own fingerprint file instead of its source files, so an edit that
 cannot change a result (a message, a docstring, a comment, a type hint, formatting) reruns only this
-stage (about a second); see src/minisci/fingerprint.py for what counts as the same code.
+stage (a few seconds); see src/minisci/fingerprint.py for what counts as the same code.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from minisci.config import DATASETS_FILE, ModelConfig, check_finetune_datasets, load_section
+from minisci.config import DATASETS_FILE, ModelConfig, check_finetune_datasets, check_scratch_config, load_section
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
 from minisci.pretrain.model import check_base_model, resolve_model_path
@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> None:
 
     check_finetune_datasets(args.params, args.catalogue)
     model_cfg = load_section(ModelConfig, "model", args.params)
-    if model_cfg.base != "scratch":  # the first stage that reads the folder: one that cannot load fails here
+    if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
+        check_scratch_config(model_cfg.scratch_config)
+    else:
         check_base_model(model_cfg.base, resolve_model_path(model_cfg.base))
     root = Path(args.stages).resolve().parent
     out = Path(args.out)

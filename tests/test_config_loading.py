@@ -7,7 +7,15 @@ import fetch_data  # noqa: E402
 import pytest
 from conftest import REPO, TINY_MODEL
 
-from minisci.config import FetchDataConfig, ModelConfig, PretrainConfig, from_dict, load_params, load_section
+from minisci.config import (
+    FetchDataConfig,
+    ModelConfig,
+    PretrainConfig,
+    check_scratch_config,
+    from_dict,
+    load_params,
+    load_section,
+)
 from minisci.errors import ConfigError
 from minisci.pretrain.seeds import load_pretrain, run_section
 from minisci.stage import run_stage
@@ -93,8 +101,9 @@ def test_exponent_without_a_dot_is_a_float(tmp_path):
     ],
 )
 def test_scratch_config_is_checked_against_bert_config(scratch, match):
+    cfg = from_dict(ModelConfig, {**TINY_MODEL, "scratch_config": {**TINY_MODEL["scratch_config"], **scratch}}, "model")
     with pytest.raises(ConfigError, match=match):
-        from_dict(ModelConfig, {**TINY_MODEL, "scratch_config": {**TINY_MODEL["scratch_config"], **scratch}}, "model")
+        check_scratch_config(cfg.scratch_config)
 
 
 def test_tiny_scratch_config_is_accepted():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, TINY_MODEL
 
 from minisci.data.fetch import read_manifest
 from minisci.stage import run_stage
@@ -123,6 +123,13 @@ def base_model_folder(config: dict, weights: bool):
     return build
 
 
+def scratch_config_typo(tmp):
+    (tmp / "stages").mkdir()
+    (tmp / "src" / "minisci").mkdir(parents=True)
+    params_with(tmp, model={**TINY_MODEL, "scratch_config": {**TINY_MODEL["scratch_config"], "hiden_size": 32}})
+    return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+
 CUSTOM = {"model_type": "mystery", "auto_map": {"AutoConfig": "configuration_mystery.MysteryConfig"}}
 BERT = {"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1}
 
@@ -182,6 +189,11 @@ CASES = [
         "model 'base': model_type 'mystery' is not an architecture transformers knows and its auto_map asks to "
         "run the folder's own code, which minisci never does; use a masked-LM encoder (BERT, RoBERTa, "
         "DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)",
+    ),
+    (
+        "scratch model config with a typo",
+        scratch_config_typo,
+        "params section 'model': scratch_config has unknown or reserved keys ['hiden_size']; see transformers.BertConfig",
     ),
     (
         "base model folder without weights",

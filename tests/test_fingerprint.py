@@ -114,3 +114,26 @@ def test_code_hash_and_the_resume_code_version_see_the_same_code(tmp_path):
     assert code_hash([module], tmp_path) == before
     module.write_text(BASE.replace("LIMIT = 3", "LIMIT = 5"))
     assert code_hash([module], tmp_path) != before
+
+
+def test_a_file_edited_between_two_fingerprints_in_one_process_is_read_anew(tmp_path):
+    """The fingerprints parse each file once per content: an edit (a new import, a changed constant)
+    made between two calls in one process shows in the second."""
+    from minisci.fingerprint import stage_fingerprint
+
+    package = tmp_path / "src" / "minisci"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("X = 1\n")
+    (package / "b.py").write_text("Y = 2\n")
+    script = tmp_path / "stages" / "s.py"
+    script.parent.mkdir()
+    script.write_text("from minisci import a\n")
+    first = stage_fingerprint(script, tmp_path)
+    assert first["files"] == ["stages/s.py", "src/minisci/a.py"]
+    script.write_text("from minisci import a\nfrom minisci import b\n")
+    second = stage_fingerprint(script, tmp_path)
+    assert second["files"] == ["stages/s.py", "src/minisci/a.py", "src/minisci/b.py"]
+    assert second["code"] != first["code"]
+    (package / "b.py").write_text("Y = 3\n")
+    assert stage_fingerprint(script, tmp_path)["code"] != second["code"]

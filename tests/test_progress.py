@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 from transformers import PrinterCallback, ProgressCallback
 
-from minisci.progress import Progress, StageProgress, WorkProgress, progress_line, scoring, use_stage_progress
+from minisci.progress import Progress, WorkProgress, progress_line, scoring
+from minisci.trainer_progress import StageProgress, use_stage_progress
 
 
 def state(step: int, total: int = 100):

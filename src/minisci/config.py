@@ -325,7 +325,9 @@ class ModelConfig:
         if self.base == "scratch":
             _check(isinstance(self.scratch_config, dict), "model", "base: scratch needs a scratch_config mapping")
             _check(self.tokenizer is not None, "model", "base: scratch needs a tokenizer")
-            _check_scratch_config(self.scratch_config)
+        # The scratch config's keys are checked against BertConfig by check_scratch_config, which
+        # imports transformers and torch (4 s on 2 cores): where a model is built and in the
+        # code_fingerprint stage, not at every load of this section.
 
 
 # BertConfig fields that scratch_config must not set: the tokenizer fixes the vocabulary, the rest is bookkeeping.
@@ -333,9 +335,10 @@ _SCRATCH_RESERVED = {"vocab_size", "_name_or_path", "transformers_version", "mod
 _SCRATCH_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
-def _check_scratch_config(sc: dict) -> None:
-    """Keys are BertConfig's own (BertConfig accepts any keyword silently, so a typo would build a
-    BERT-base-sized model); sizes are positive and the hidden size splits evenly into heads."""
+def check_scratch_config(sc: dict) -> None:
+    """``model.scratch_config``'s keys are BertConfig's own (BertConfig accepts any keyword silently, so
+    a typo would build a BERT-base-sized model); sizes are positive and the hidden size splits evenly
+    into heads."""
     from transformers import BertConfig  # only for scratch models; the import is slow
 
     defaults = BertConfig().to_dict()

@@ -26,6 +26,7 @@ replacing them makes the stages that read them stale.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 
@@ -56,13 +57,13 @@ def minisci_imports(path: Path, src: Path = SRC) -> set[str]:
     """Library modules (``minisci.x.y``) imported anywhere in ``path``, including inside functions.
     ``from minisci.data import readers`` names the module ``minisci.data.readers``."""
     found = set()
-    for node in ast.walk(parse(path)):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "minisci":
-            for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                found.add(sub if module_file(sub, src) else node.module)
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "minisci"}
+    for module, names in _facts(path, path.read_bytes())[0]:
+        if names is None:
+            found.add(module)
+        else:
+            for name in names:
+                sub = f"{module}.{name}"
+                found.add(sub if module_file(sub, src) else module)
     return found
 
 
@@ -181,10 +182,11 @@ class _Normaliser(ast.NodeTransformer):
         return node
 
 
-def parse(path: Path) -> ast.Module:
-    """The syntax tree of a source file; a file that is not UTF-8 or not Python is one line naming the
-    file (and line), not a traceback of the always-run code_fingerprint stage."""
-    raw = path.read_bytes()
+def parse(path: Path, raw: bytes | None = None) -> ast.Module:
+    """The syntax tree of a source file (whose bytes are ``raw`` when given); a file that is not UTF-8
+    or not Python is one line naming the file (and line), not a traceback of the always-run
+    code_fingerprint stage."""
+    raw = path.read_bytes() if raw is None else raw
     if path.is_absolute() and path.is_relative_to(Path.cwd()):
         path = path.relative_to(Path.cwd())  # the stage passes resolved paths; name it as the user does
     try:
@@ -208,8 +210,24 @@ def code_hash(files: list[Path], root: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(normalise(parse(path)).encode() + b"\0")
+        h.update(_facts(path, path.read_bytes())[1].encode() + b"\0")
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=512)
+def _facts(path: Path, raw: bytes) -> tuple[tuple[tuple[str, tuple[str, ...] | None], ...], str]:
+    """What the fingerprints read of one source file, parsed once per content: its ``minisci``
+    imports (``(module, names)`` for ``from module import names``, ``(module, None)`` for ``import
+    module``) and its normalised code. The stages' closures share most files, so without this the
+    always-run code_fingerprint stage parsed and normalised each library module once per stage."""
+    tree = parse(path, raw)
+    imports = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "minisci":
+            imports.append((node.module, tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.Import):
+            imports += [(a.name, None) for a in node.names if a.name.split(".")[0] == "minisci"]
+    return tuple(imports), normalise(tree)  # normalise last: it rewrites the tree in place
 
 
 def stage_fingerprint(script: Path, root: Path, src: Path | None = None) -> dict:

@@ -3,9 +3,8 @@
 On a terminal: a tqdm bar with the total, the rate and the time left. In a log file (``dvc repro``
 or ``dvc queue`` output, CI): one plain line per logging interval, its numbers printed as numbers
 (``loss 0.4321``, not transformers' ``{'loss': '0.4321'}``), with the step, the total and the time
-left. The Trainer's own ProgressCallback and PrinterCallback are replaced by :class:`StageProgress`
-(:func:`use_stage_progress`): they print every log as a dict of strings, and the printer has no
-total and no time left.
+left. Training reports through :class:`minisci.trainer_progress.StageProgress` (a Trainer callback,
+in its own module so that stages that do not train never import transformers).
 
 Scoring (batches of a model's forward passes, or windows that an encoding callback reports, over one
 or several calls) uses :class:`WorkProgress` (:func:`scoring` wraps a sequence of batches in it). Long
@@ -19,17 +18,6 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 
-from transformers import PrinterCallback, ProgressCallback, TrainerCallback
-
-# Keys of the Trainer's logs that are not worth a column in a progress line.
-QUIET_KEYS = {
-    "total_flos",
-    "num_input_tokens_seen",
-    "train_runtime",
-    "train_samples_per_second",
-    "train_steps_per_second",
-    "train_tokens_per_second",
-}
 LOG_EVERY_SECONDS = 30.0  # scoring in a log: a line at most this often; shorter work prints none
 
 
@@ -60,72 +48,6 @@ def progress_line(
     left = elapsed / (done - since) * (total - done) if total and since < done < total else None
     times = f"{duration(elapsed)} elapsed" + (f", about {duration(left)} left" if left is not None else "")
     return ", ".join(parts) + "; " + times
-
-
-class StageProgress(TrainerCallback):
-    """Training progress: a bar (total steps, time left, the last loss) on a terminal, else one
-    plain line per logging step."""
-
-    def __init__(self, what: str, terminal: bool | None = None, stream=None):
-        self.what = what
-        self.terminal = on_terminal() if terminal is None else terminal
-        self.stream = stream
-        self.bar = None
-        self.start = 0.0
-        self.first_step = 0
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        if not state.is_world_process_zero:
-            return
-        self.start, self.first_step = time.monotonic(), state.global_step
-        if self.terminal:
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=state.max_steps,
-                initial=state.global_step,
-                desc=self.what,
-                unit="step",
-                dynamic_ncols=True,
-                file=self.stream or sys.stderr,
-            )
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.bar is not None:
-            self.bar.update(state.global_step - self.bar.n)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs:
-            return
-        numbers = {
-            k: v
-            for k, v in logs.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in QUIET_KEYS
-        }
-        if self.bar is not None:
-            self.bar.set_postfix({k: number(v) for k, v in numbers.items() if k in ("loss", "epoch")}, refresh=False)
-            return
-        elapsed = time.monotonic() - self.start
-        line = progress_line(self.what, state.global_step, state.max_steps, elapsed, self.first_step, numbers, "steps")
-        print(line, file=self.stream or sys.stdout, flush=True)
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
-def use_stage_progress(trainer, what: str):
-    """``trainer`` with :class:`StageProgress` instead of transformers' progress bar or printer; in a
-    log, transformers' other bars (writing a checkpoint's shards) are off too."""
-    if not on_terminal():
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    trainer.remove_callback(ProgressCallback)
-    trainer.remove_callback(PrinterCallback)
-    trainer.add_callback(StageProgress(what))
-    return trainer
 
 
 class WorkProgress:

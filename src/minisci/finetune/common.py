@@ -31,8 +31,8 @@ from minisci.cards import write_model_card
 from minisci.errors import MinisciError
 from minisci.io import atomic_path, sha256_file, write_json, write_jsonl
 from minisci.pretrain.seeds import PretrainSeeds, finetune_plan
-from minisci.progress import use_stage_progress
 from minisci.tasks.kind import TaskKind
+from minisci.trainer_progress import use_stage_progress
 from minisci.training import (
     RUN_METRICS,
     check_at_load,

@@ -30,8 +30,9 @@ from minisci.finetune.retrieval_benchmark import (
     relevant_ranks,
 )
 from minisci.lexical import Bm25, fuse
-from minisci.progress import WorkProgress, use_stage_progress
+from minisci.progress import WorkProgress
 from minisci.report.retrieval import SHIPPED, mrr_interval, retrieval_verdicts
+from minisci.trainer_progress import use_stage_progress
 from minisci.training import check_lengths, quiet_load_reports, run_environment, training_arguments
 
 STARTS = ("baseline", "adapted")  # the encoders fine-tuning may start from (``encoder: auto`` trains both)
@@ -104,6 +105,9 @@ def train_embeddings(model_dir: str | Path, train: list[dict], cfg: FinetuneEmbe
     )
     columns = ("anchor", "positive", "negative") if "negative" in train[0] else ("anchor", "positive")
     ds = datasets.Dataset.from_dict({c: [p[c] for p in train] for c in columns})
+    # sentence-transformers would fill its card's widget from training rows drawn at random, behind a
+    # progress bar that lands in the log; minisci writes the model's card itself (cards.py).
+    model.model_card_data.widget = [{"text": train[0]["anchor"]}]
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=ds, loss=losses.MultipleNegativesRankingLoss(model, scale=cfg.scale)
     )

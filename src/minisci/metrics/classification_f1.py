@@ -17,6 +17,8 @@ import datasets
 import evaluate
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
 
+from minisci.tasks.counting import scored_labels
+
 
 class ClassificationF1(evaluate.Metric):
     """``compute(predictions=[label, ...], references=[label, ...], labels=[declared labels])`` ->
@@ -34,12 +36,6 @@ class ClassificationF1(evaluate.Metric):
 
     def _compute(self, predictions: list[str], references: list[str], labels: list[str]) -> dict:
         return classification_scores(references, predictions, labels)
-
-
-def scored_labels(gold: list[str], labels: list[str]) -> list[str]:
-    """The classes macro-F1 averages over: the declared labels with gold support, in declared order."""
-    present = set(gold)
-    return [lab for lab in labels if lab in present]
 
 
 def _per_class(p: float, r: float, f: float, support: int) -> dict:

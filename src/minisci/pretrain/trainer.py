@@ -33,7 +33,8 @@ from minisci.pretrain.collator import EpochCallback, MlmNspCollator
 from minisci.pretrain.data import load_pretraining_data
 from minisci.pretrain.model import is_head_parameter, load_pretraining_model
 from minisci.pretrain.vocab import init_new_embeddings
-from minisci.progress import scoring, use_stage_progress
+from minisci.progress import scoring
+from minisci.trainer_progress import use_stage_progress
 from minisci.training import (
     RUN_METRICS,
     check_at_load,

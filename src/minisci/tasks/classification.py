@@ -2,7 +2,7 @@
 
 Texts are tokenised with truncation at ``max_length`` (the stage reports how many test texts were
 cut). The epoch is chosen on dev by macro-F1. Macro-F1 averages over one fixed class set: the
-dataset's labels that occur in the test gold (:func:`minisci.metrics.classification_f1.scored_labels`),
+dataset's labels that occur in the test gold (:func:`minisci.tasks.counting.scored_labels`),
 so a class only one model predicts cannot change the average. Counts: per example and class,
 ``[tp, predicted, gold]``; the headline is the mean over the classes of their F1 (macro).
 """
@@ -104,7 +104,7 @@ def scores(n_items: int) -> dict:
 
 def _labels_scored(arms: dict, preds: dict) -> list[str]:
     """Labels with test support, in label order: the fixed set the stages' macro-F1 averages over."""
-    from minisci.metrics.classification_f1 import scored_labels
+    from minisci.tasks.counting import scored_labels
 
     return scored_labels([r["gold"] for r in preds["baseline"]], arms["baseline"]["labels"])
 

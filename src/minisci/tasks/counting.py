@@ -60,3 +60,9 @@ def macro(score: Callable, n_items: int) -> Callable:
 def support(c: np.ndarray, n_items: int) -> list[int]:
     """Gold count of each item in per-example counts (examples, 3 * n_items)."""
     return [int(v) for v in triples(c.sum(0), n_items)[:, 2]]
+
+
+def scored_labels(gold: list[str], labels: list[str]) -> list[str]:
+    """The classes macro-F1 averages over: the declared labels with gold support, in declared order."""
+    present = set(gold)
+    return [lab for lab in labels if lab in present]
