@@ -62,19 +62,21 @@ def test_dvc_repro_make_pairs_then_pretrain(tmp_path):
 
 
 @pytest.mark.slow
-def test_pretraining_seeds_one_stage_each_and_the_adapted_arm_paired(tmp_path):
-    """pretrain.seeds [13, 14]: stages pretrain@13 and pretrain@14, one encoder each in
-    models/adapted/<seed>; the adapted arm runs fine-tuning seed i on pretraining seed i and records
-    it; a third seed runs only its own pretraining (the others stay cached), and the fine-tuning
+def test_pretraining_seeds_one_stage_each_and_the_adapted_arm_paired(tiny_repro, tmp_path):
+    """pretrain.seeds [13, 14] after a run with [13]: stage pretrain@14 runs and pretrain@13 stays
+    cached, one encoder each in models/adapted/<seed>; the adapted arm runs fine-tuning seed i on
+    pretraining seed i and records it; a third seed runs only its own pretraining, and the fine-tuning
     seeds must then be a multiple of three: a one-line refusal naming the option."""
-    proj = make_project(tmp_path / "proj")
+    proj = copy_project(tiny_repro, tmp_path / "proj")
     params = proj / "params.yaml"
     p = yaml.safe_load(params.read_text())
+    assert p["pretrain"]["seeds"] == [13]
     p["pretrain"]["seeds"] = [13, 14]
     p["finetune_classification"]["seeds"] = [13, 14]
     params.write_text(yaml.safe_dump(p, sort_keys=False))
     out = run(["dvc", "repro", "finetune_classification@scicite-adapted"], proj).stdout
-    assert "Running stage 'pretrain@13'" in out and "Running stage 'pretrain@14'" in out
+    ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]
+    assert ran == ["code_fingerprint", "pretrain@14", "finetune_classification@scicite-adapted"]
     encoders = {s: (proj / f"models/adapted/{s}/model.safetensors").read_bytes() for s in (13, 14)}
     assert encoders[13] != encoders[14]  # each seed its own masking, head initialisation and order
     m = json.loads((proj / "metrics/finetune_classification/scicite/adapted.json").read_text())
@@ -102,7 +104,7 @@ def test_failing_stage_exits_nonzero_without_outputs(tmp_path):
 
 
 def stale_stages(proj):
-    """Stale stages, but code_fingerprint: it always runs (about a second), see dvc.yaml."""
+    """Stale stages, but code_fingerprint: it always runs (a few seconds), see dvc.yaml."""
     status = json.loads(run(["dvc", "status", "--json"], proj).stdout or "{}")
     return sorted(set(status) - {"code_fingerprint"})
 
