@@ -9,11 +9,11 @@ from conftest import copy_project, make_project, run
 
 
 @pytest.mark.slow  # a dozen dvc commands and a pretraining run: ~2 min on a loaded 2-core machine
-def test_dvc_repro_make_pairs_then_pretrain(tmp_path):
-    """The data stages, their caching and invalidation, then pretraining, in one tiny project (the
-    pretraining run starts from the pairs made here)."""
-    proj = make_project(tmp_path / "proj")
-    out = run(["dvc", "repro", "make_pairs"], proj).stdout
+def test_dvc_repro_make_pairs_then_pretrain(tiny_repro, tmp_path):
+    """The data stages, their caching and invalidation, then pretraining on the pairs made anew, in a
+    copy of the tiny project the session reproduced from scratch."""
+    out = (tiny_repro.parent / "repro.out").read_text()  # the whole pipeline's `dvc repro` from scratch
+    proj = copy_project(tiny_repro, tmp_path / "proj")
     for stage in ("fetch_data", "sample_corpus", "make_pairs"):
         assert f"Running stage '{stage}'" in out
     assert (proj / "dvc.lock").is_file()
@@ -37,14 +37,17 @@ def test_dvc_repro_make_pairs_then_pretrain(tmp_path):
     dag = run(["dvc", "dag", "make_pairs"], proj).stdout
     assert all(s in dag for s in ("fetch_data", "sample_corpus", "make_pairs"))
 
-    # Pretraining the tiny model on those pairs (the heldout pairs are unchanged: 12), tokenised once.
+    # Pretraining the tiny model on those pairs (the heldout pairs are unchanged: 12), tokenised once;
+    # the checkpoints of the run on the old pairs are another run's: it trains from step 0.
     out = run(["dvc", "repro", "pretrain"], proj).stdout
     assert "Running stage 'pretrain_data'" in out and "Running stage 'pretrain@13'" in out
+    assert "is the run's final step" not in out
     data = json.loads((proj / "metrics/pretrain_data.json").read_text())
     assert (data["layout"], data["train"]["examples"], data["heldout"]["examples"]) == ("pairs", 70, 12)
     assert set(data["corpora"]) == {"biomedical", "general"}
     m = json.loads((proj / "metrics/pretrain/13.json").read_text())
     assert m["seed"] == 13 and m["train"]["steps"] == 12 and m["after"]["pairs"] == 12
+    assert m["train"]["resumed_from_step"] == 0
     assert (proj / "models/adapted/13/model.safetensors").is_file()
     assert (proj / "plots/pretrain/13/curves/loss.tsv").is_file()
     assert "up to date" in run(["dvc", "status", "pretrain"], proj).stdout
