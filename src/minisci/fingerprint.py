@@ -218,8 +218,8 @@ def code_hash(files: list[Path], root: Path) -> str:
 def _facts(path: Path, raw: bytes) -> tuple[tuple[tuple[str, tuple[str, ...] | None], ...], str]:
     """What the fingerprints read of one source file, parsed once per content: its ``minisci``
     imports (``(module, names)`` for ``from module import names``, ``(module, None)`` for ``import
-    module``) and its normalised code. The stages' closures share most files, so without this the
-    always-run code_fingerprint stage parsed and normalised each library module once per stage."""
+    module``) and its normalised code. The stages' closures share most library modules: each is
+    parsed and normalised once per process, however many stages import it."""
     tree = parse(path, raw)
     imports = []
     for node in ast.walk(tree):
