@@ -15,10 +15,13 @@ from minisci.io import sha256_file
 
 # Under pytest-xdist (`-n 2`, see pyproject.toml) each worker runs tests on one core: torch in the
 # worker and in the stage processes it starts uses one thread, not two threads per worker fighting
-# over two cores. Set before any test module imports torch.
+# over two cores. Set before any test module imports torch. The same for torch.compile's inductor: by
+# default it starts a pool of compiling processes, one per core, which costs a worker more than it
+# saves on two cores (the compiled benchmark test: 82 s with the pool, 31 s without, run alone).
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

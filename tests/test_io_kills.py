@@ -259,38 +259,42 @@ def _results(proj: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted_metrics(tmp_path):
+def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted_metrics(tiny_repro, tmp_path):
     """`kill -9` of `dvc repro` in the middle of fine-tuning (after an epoch checkpoint), then
-    `dvc repro` again: it resumes, ends with the metrics of an uninterrupted run, and leaves no strays."""
+    `dvc repro` again: it resumes, ends with the metrics of an uninterrupted run, and leaves no strays.
+    Both start from a copy of the session's tiny repro (its data and base model), with four epochs."""
+    import shutil
     import signal
     import time
 
-    from conftest import copy_project, make_project, run
+    from conftest import copy_project, run
 
-    overrides = {"finetune_ner": {"epochs": 4.0}}
     stage = "finetune_ner@bc5cdr-baseline"
-    proj = make_project(tmp_path / "proj", overrides)
-    run(["dvc", "repro", "base_model", "prepare_data@bc5cdr"], proj)
+    proj = copy_project(tiny_repro, tmp_path / "proj")
+    params = yaml.safe_load((proj / "params.yaml").read_text())
+    params["finetune_ner"]["epochs"] = 4.0
+    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    ckpts = proj / "models/finetune_checkpoints/ner/bc5cdr/baseline/seed13"
+    shutil.rmtree(ckpts)  # the one-epoch run's: the checkpoint awaited below is the new run's
     ref = copy_project(proj, tmp_path / "ref")  # the same inputs, run without a kill
-    run(["dvc", "repro", stage], ref)
+    run(["dvc", "repro", "-s", stage], ref)
     env = {**os.environ, "MINISCI_DATA_MIRROR": str(FIXTURE_MIRROR)}
     proc = subprocess.Popen(
-        ["dvc", "repro", stage],
+        ["dvc", "repro", "-s", stage],
         cwd=proj,
         env=env,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    ckpts = proj / "models/finetune_checkpoints/ner/bc5cdr/baseline/seed13"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not list(ckpts.glob("checkpoint-*/trainer_state.json")):
         time.sleep(0.2)
     assert proc.poll() is None, "the stage finished before it could be killed; raise the epochs"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not (proj / "metrics/finetune_ner/bc5cdr/baseline.json").exists()
-    out = run(["dvc", "repro", stage], proj).stdout
-    assert f"Running stage '{stage}'" in out
+    assert not (proj / "metrics/finetune_ner/bc5cdr/baseline.json").exists()  # dvc removed the old run's
+    out = run(["dvc", "repro", "-s", stage], proj).stdout
+    assert f"Running stage '{stage}'" in out and "resuming from" in out
     assert _results(proj) == _results(ref)
     assert _strays(proj) == []
