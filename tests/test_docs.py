@@ -528,3 +528,16 @@ def test_no_history_in_the_docs(doc):
 def test_sync_with_a_missing_root_is_one_line_error(tmp_path, capsys):
     assert sync_docs.main(["--root", str(tmp_path / "nope"), "--run"]) == 1
     assert capsys.readouterr().err == f"error: --root {tmp_path / 'nope'}: not a directory\n"
+
+
+def test_the_stated_total_wall_time_is_the_tables_sum():
+    """docs/pipeline.md states the committed run's total beside the generated per-stage table, and the README
+    quotes it: they agree."""
+    text = (ROOT / "docs/pipeline.md").read_text()
+    stated = re.search(r"the stages below took ([\d,]+) s \((\d+) h (\d+) min\)", text)
+    assert stated, "docs/pipeline.md no longer states the total"
+    table = text.split('<!-- generated from metrics/report.md: table 1 in "Wall time" -->')[1].split("<!-- end -->")[0]
+    total = sum(float(row.split("|")[2]) for row in table.strip().splitlines()[2:])
+    assert int(stated[1].replace(",", "")) == round(total)
+    assert (int(stated[2]), int(stated[3])) == divmod(round(total / 60), 60)
+    assert f"the committed run's stages took {stated[2]} h {stated[3]} min" in (ROOT / "README.md").read_text()
