@@ -1,7 +1,9 @@
 """Stage code_fingerprint: what each stage's result can depend on besides its data and params, one
 small file per stage script -> data/fingerprints/<stage>.json, and the base model's content ->
 data/fingerprints/model_base.json. Also checks, before any other stage runs, that every dataset a
-fine-tuning stage lists is in the catalogue.
+fine-tuning stage lists is in the catalogue, and that each fine-tuning section's seeds fit the
+pretraining seeds (``pretrain.seed_design``): a misfit fails here, not in the adapted arm's stage
+after every pretraining seed has run.
 
 Usage: python stages/code_fingerprint.py --stages stages --out data/fingerprints
 
@@ -16,11 +18,35 @@ import argparse
 import sys
 from pathlib import Path
 
-from minisci.config import DATASETS_FILE, ModelConfig, check_finetune_datasets, check_scratch_config, load_section
+from minisci.config import (
+    DATASETS_FILE,
+    ModelConfig,
+    check_finetune_datasets,
+    check_scratch_config,
+    load_params,
+    load_section,
+)
+from minisci.errors import ConfigError
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
 from minisci.pretrain.model import check_base_model, resolve_model_path
+from minisci.pretrain.seeds import load_seed_design
 from minisci.stage import description, run_stage
+from minisci.tasks import registry
+
+
+def check_seed_plan(path: str) -> None:
+    """Each fine-tuning section with datasets has seeds the pretraining seeds' design can spread over
+    them (paired: a multiple of the pretraining seeds), as its adapted arm's stage will ask."""
+    design = load_seed_design(path)
+    params = load_params(path)
+    for kind in registry.KINDS.values():
+        section = params.get(kind.stage) or {}
+        if section.get("datasets"):
+            try:
+                design.runs(section.get("seeds") or [])
+            except ConfigError as e:
+                raise ConfigError(f"{path}: {kind.stage}.seeds: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     check_finetune_datasets(args.params, args.catalogue)
+    check_seed_plan(args.params)
     model_cfg = load_section(ModelConfig, "model", args.params)
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
         check_scratch_config(model_cfg.scratch_config)

@@ -130,6 +130,13 @@ def scratch_config_typo(tmp):
     return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
 
 
+def seeds_that_do_not_fit(tmp):
+    (tmp / "stages").mkdir()
+    (tmp / "src" / "minisci").mkdir(parents=True)
+    params_with(tmp, finetune_ner={**PARAMS["finetune_ner"], "seeds": [13, 14]})  # pretraining: three, paired
+    return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+
 CUSTOM = {"model_type": "mystery", "auto_map": {"AutoConfig": "configuration_mystery.MysteryConfig"}}
 BERT = {"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1}
 
@@ -194,6 +201,12 @@ CASES = [
         "scratch model config with a typo",
         scratch_config_typo,
         "params section 'model': scratch_config has unknown or reserved keys ['hiden_size']; see transformers.BertConfig",
+    ),
+    (
+        "three pretraining seeds, two fine-tuning seeds (paired)",
+        seeds_that_do_not_fit,
+        "params.yaml: finetune_ner.seeds: params section 'pretrain': seed_design paired needs a multiple of 3 "
+        "fine-tuning seeds (one run or more on each of the 3 pretraining seeds), got 2",
     ),
     (
         "base model folder without weights",

@@ -68,14 +68,14 @@ def test_dvc_repro_make_pairs_then_pretrain(tiny_repro, tmp_path):
 def test_pretraining_seeds_one_stage_each_and_the_adapted_arm_paired(tiny_repro, tmp_path):
     """pretrain.seeds [13, 14] after a run with [13]: stage pretrain@14 runs and pretrain@13 stays
     cached, one encoder each in models/adapted/<seed>; the adapted arm runs fine-tuning seed i on
-    pretraining seed i and records it; a third seed runs only its own pretraining, and the fine-tuning
-    seeds must then be a multiple of three: a one-line refusal naming the option."""
+    pretraining seed i and records it. A third seed with two fine-tuning seeds does not fit the paired
+    design: a one-line refusal naming the option, from the first stage, before any pretraining runs."""
     proj = copy_project(tiny_repro, tmp_path / "proj")
     params = proj / "params.yaml"
     p = yaml.safe_load(params.read_text())
     assert p["pretrain"]["seeds"] == [13]
     p["pretrain"]["seeds"] = [13, 14]
-    p["finetune_classification"]["seeds"] = [13, 14]
+    p["finetune_classification"]["seeds"] = p["finetune_ner"]["seeds"] = [13, 14]
     params.write_text(yaml.safe_dump(p, sort_keys=False))
     out = run(["dvc", "repro", "finetune_classification@scicite-adapted"], proj).stdout
     ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]
@@ -89,13 +89,17 @@ def test_pretraining_seeds_one_stage_each_and_the_adapted_arm_paired(tiny_repro,
 
     p["pretrain"]["seeds"] = [13, 14, 15]
     params.write_text(yaml.safe_dump(p, sort_keys=False))
-    out = run(["dvc", "repro", "pretrain"], proj).stdout
-    ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]
-    assert ran == ["code_fingerprint", "pretrain@15"]
-    res = run(["dvc", "repro", "finetune_classification@scicite-adapted"], proj, check=False)
+    res = run(["dvc", "repro", "pretrain"], proj, check=False)
     assert res.returncode != 0
-    assert "needs a multiple of 3 fine-tuning seeds" in res.stderr + res.stdout
-    assert "Traceback" not in res.stderr + res.stdout
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: params.yaml: finetune_ner.seeds: params section 'pretrain': seed_design paired needs a multiple "
+        "of 3 fine-tuning seeds (one run or more on each of the 3 pretraining seeds), got 2"
+    ]
+    assert [line for line in res.stdout.splitlines() if line.startswith("Running stage")] == [
+        "Running stage 'code_fingerprint':"
+    ]
+    assert not (proj / "models/adapted/15").exists() and "Traceback" not in res.stderr + res.stdout
 
 
 def test_failing_stage_exits_nonzero_without_outputs(tmp_path):
