@@ -1,6 +1,6 @@
 """Named parameter profiles, applied with DVC's own experiment mechanism:
 
-    python -m minisci.profiles quick --run             # <5 min first look: runs `dvc exp run -S ...`
+    python -m minisci.profiles quick --run             # a first look in minutes: runs `dvc exp run -S ...`
     python -m minisci.profiles paper --run --temp      # the original recipe, on a GPU; extra dvc args follow
 
 A profile is a YAML mapping of ``section.key: value`` overrides, turned into ``-S section.key=value``
@@ -34,7 +34,7 @@ Apply a named parameter profile as a DVC experiment.
   NAME         print the profile's `-S section.key=value` arguments for `dvc exp run`
   NAME --run   run `dvc exp run` with them; the arguments after --run go to dvc (e.g. --temp, -n NAME)
 
-Profiles: quick (a <5 min first look on tiny sizes), paper (the original recipe, on a GPU).
+Profiles: quick (a first look in minutes, on small sizes), paper (the original recipe, on a GPU).
 Run from the project root (where params.yaml is)."""
 
 
