@@ -216,6 +216,17 @@ def run(cmd: list[str], cwd: Path, env: dict | None = None, check: bool = True):
     return proc
 
 
+def refused_by_the_first_stage(proj: Path, *targets: str) -> list[str]:
+    """``dvc repro TARGETS`` in ``proj``, refused by code_fingerprint, the first stage, before any other
+    runs (asserted, with the exit code and no traceback): its ``error:`` lines."""
+    res = run(["dvc", "repro", *targets], proj, check=False)
+    assert res.returncode != 0 and "Traceback" not in res.stderr + res.stdout
+    assert [line for line in res.stdout.splitlines() if line.startswith("Running stage")] == [
+        "Running stage 'code_fingerprint':"
+    ]
+    return [line for line in res.stderr.splitlines() if line.startswith("error:")]
+
+
 def finish_queue(proj: Path, timeout: float = 600) -> str:
     """Run the queued experiments of ``proj`` one at a time and wait for them: the last
     ``dvc queue status`` output (``Success`` / ``Failed`` per experiment)."""
