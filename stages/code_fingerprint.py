@@ -18,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from minisci import config
 from minisci.config import (
     DATASETS_FILE,
     ModelConfig,
@@ -41,10 +42,10 @@ def check_seed_plan(path: str) -> None:
     design = load_seed_design(path)
     params = load_params(path)
     for kind in registry.KINDS.values():
-        section = params.get(kind.stage) or {}
-        if section.get("datasets"):
+        if (params.get(kind.stage) or {}).get("datasets"):
+            section = load_section(getattr(config, kind.config), kind.stage, path)  # its own checks first
             try:
-                design.runs(section.get("seeds") or [])
+                design.runs(section.seeds)
             except ConfigError as e:
                 raise ConfigError(f"{path}: {kind.stage}.seeds: {e}") from None
 

@@ -130,11 +130,14 @@ def scratch_config_typo(tmp):
     return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
 
 
-def seeds_that_do_not_fit(tmp):
-    (tmp / "stages").mkdir()
-    (tmp / "src" / "minisci").mkdir(parents=True)
-    params_with(tmp, finetune_ner={**PARAMS["finetune_ner"], "seeds": [13, 14]})  # pretraining: three, paired
-    return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+def finetune_seeds(seeds):
+    def build(tmp):
+        (tmp / "stages").mkdir()
+        (tmp / "src" / "minisci").mkdir(parents=True)
+        params_with(tmp, finetune_ner={**PARAMS["finetune_ner"], "seeds": seeds})  # pretraining: three, paired
+        return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+    return build
 
 
 CUSTOM = {"model_type": "mystery", "auto_map": {"AutoConfig": "configuration_mystery.MysteryConfig"}}
@@ -204,10 +207,11 @@ CASES = [
     ),
     (
         "three pretraining seeds, two fine-tuning seeds (paired)",
-        seeds_that_do_not_fit,
+        finetune_seeds([13, 14]),
         "params.yaml: finetune_ner.seeds: params section 'pretrain': seed_design paired needs a multiple of 3 "
         "fine-tuning seeds (one run or more on each of the 3 pretraining seeds), got 2",
     ),
+    ("fine-tuning seeds not a list", finetune_seeds(13), "params finetune_ner.seeds: expected a list, got 13"),
     (
         "base model folder without weights",
         base_model_folder(BERT, weights=False),
