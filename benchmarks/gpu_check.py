@@ -19,7 +19,7 @@ ceiling; fine-tuning of one seed per task with tokens/s, wall time and test scor
 reference within :data:`TOLERANCE`, then a second seed in the same process (a stage's later seeds
 run warm); ``minisci ner``/``cite``/``index`` throughput; and the paper profile's estimated wall time
 from these rates. The CPU reference is the same fine-tuning of the first seed in fp32 on the node's
-own CPU, in a second process started when the timed steps are done (so it takes no CPU from them):
+own CPU, one process per task side by side, started when the timed steps are done (so it takes no CPU from them):
 same script, stages, params, data, library versions and bf16-rounded weights upcast exactly to fp32,
 so the two differ only in device and bf16. It writes one JSON log and exits 1 when a step fails or a score is out of tolerance
 (each failure one line; a bug keeps its traceback).
@@ -515,13 +515,15 @@ def finetune_once(root: Path, folder: Path, model: Path, params: Path, d: Path, 
     }
 
 
-def finetune(root: Path, folder: Path, model: Path, params: Path, work: Path, warm: bool = True) -> dict:
+def finetune(root: Path, folder: Path, model: Path, params: Path, work: Path, warm: bool = True, sections=None) -> dict:
     """One seed of each task through the stages' own main(argv), then (``warm``) a second seed in the
     same process. The first run is a stage's first seed (CUDA context, kernels and libraries loaded);
     the second runs as the stage's later seeds do, warm. The first's scores go to the comparison with
-    the CPU, whose reference runs the first alone."""
+    the CPU, whose reference runs the first alone (``sections``: only these tasks)."""
     out = {}
     for name, section in DATASETS.items():
+        if sections is not None and section not in sections:
+            continue
         cold = finetune_once(root, folder, model, params, work / section, section, name)
         if not warm:
             out[section] = cold
@@ -854,51 +856,63 @@ def compare(tuned: dict, reference: dict) -> dict:
     return out
 
 
-def start_reference(folder: Path, data_root: Path, work: Path, device: str, tiny: bool) -> subprocess.Popen:
-    """The CPU reference in a second process on the node's own CPU (fp32, no GPU, every core), started
-    after the GPU's timed steps so that it takes no CPU from them (the GPU run's data loading, its
-    DataLoader workers and its per-word work are CPU-side): the same script, stages, params, data and
-    fp32-upcast weights, so the two runs differ only in the device and bf16."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), str(folder), "--device", "cpu", "--reference"]
-    cmd += [
-        "--data",
-        str(data_root / "data"),
-        "--work",
-        str(work / "cpu-reference"),
-        "--log",
-        str(work / "cpu-reference.json"),
-    ]
-    cmd += ["--tiny"] if tiny else []
-    env = dict(os.environ)
-    with (work / "cpu-reference.out").open("w") as out:
-        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+def start_reference(folder: Path, data_root: Path, work: Path, device: str, tiny: bool) -> list[subprocess.Popen]:
+    """The CPU reference on the node's own CPU (fp32, no GPU), one process per task at once, each on its
+    share of the cores (a MiniLM-sized model on every core of a node scales poorly; two tasks side by
+    side finish sooner than one after the other). Started after the GPU's timed steps so that they take
+    no CPU from them (the GPU run's data loading, its DataLoader workers and its per-word work are
+    CPU-side): the same script, stages, params, data and fp32-upcast weights, so the two runs differ only
+    in the device and bf16."""
+    procs = []
+    threads = max(1, (os.cpu_count() or 1) // len(DATASETS))
+    for section in DATASETS.values():
+        cmd = [sys.executable, str(Path(__file__).resolve()), str(folder), "--device", "cpu", "--reference", section]
+        cmd += [
+            "--data",
+            str(data_root / "data"),
+            "--work",
+            str(work / f"cpu-reference-{section}"),
+            "--log",
+            str(work / f"cpu-reference-{section}.json"),
+        ]
+        cmd += ["--tiny"] if tiny else []
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        with (work / f"cpu-reference-{section}.out").open("w") as out:
+            procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
+    return procs
 
 
-def reference_scores(proc: subprocess.Popen, work: Path, log: dict, timeout: float) -> dict:
-    """Wait for the CPU reference; its result goes into the log."""
-    try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise CheckError(
-            f"the CPU reference did not finish within {timeout:.0f} s (see {work / 'cpu-reference.out'})"
-        ) from None
-    if rc != 0:
-        lines = (work / "cpu-reference.out").read_text(errors="replace").strip().splitlines() or ["no output"]
-        raise CheckError(f"the CPU reference failed: {lines[-1]}")
-    log["cpu_reference"] = json.loads((work / "cpu-reference.json").read_text())
-    return log["cpu_reference"]
+def reference_scores(procs: list[subprocess.Popen], work: Path, log: dict, timeout: float) -> dict:
+    """Wait for the CPU reference's processes (``timeout`` for all of them); their results go into the log."""
+    deadline = time.monotonic() + timeout
+    reference: dict = {}
+    for proc, section in zip(procs, DATASETS.values()):
+        out = work / f"cpu-reference-{section}.out"
+        try:
+            rc = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise CheckError(f"the CPU reference did not finish within {timeout:.0f} s (see {out})") from None
+        if rc != 0:
+            lines = out.read_text(errors="replace").strip().splitlines() or ["no output"]
+            raise CheckError(f"the CPU reference of {section} failed: {lines[-1]}")
+        run = json.loads((work / f"cpu-reference-{section}.json").read_text())
+        reference[section] = run[section]
+        reference.setdefault("environment", {}).update(run["environment"], processes=len(procs))
+    log["cpu_reference"] = reference
+    return reference
 
 
-def reference_run(data_root: Path, work: Path, tiny: bool) -> dict:
-    """The CPU side of the comparison (``--reference``): fp32 fine-tuning of the same seed on the same
-    data with the same params, through the same stages."""
+def reference_run(data_root: Path, work: Path, tiny: bool, section: str) -> dict:
+    """The CPU side of the comparison (``--reference SECTION``): fp32 fine-tuning of the same seed on the
+    same data with the same params, through the same stage."""
     root = Path(__file__).resolve().parents[1]
     work.mkdir(parents=True, exist_ok=True)
     to_fp32(data_root / "model", work / "model-fp32")
     params = check_params(root, work / "model-fp32", TINY if tiny else FULL, work)
     load_stage("base_model", root).main(["--out", str(work / "models/baseline"), "--params", str(params)])
-    tuned = finetune(root, data_root, work / "models/baseline", params, work, warm=False)
+    tuned = finetune(root, data_root, work / "models/baseline", params, work, warm=False, sections=[section])
     return {**tuned, "environment": environment("cpu")}
 
 
@@ -977,8 +991,9 @@ def run_steps(steps, folder, root, data_root, work, params, device, tiny, manife
         try:
             steps.run("scores", lambda: compare(tuned, reference_scores(reference, work, log, 900 if tiny else 330)))
         finally:
-            if reference.poll() is None:  # a failed run does not leave the reference running
-                reference.kill()
+            for proc in reference:  # a failed run does not leave the reference running
+                if proc.poll() is None:
+                    proc.kill()
     imported = imported_distributions()
     log["wheel_distributions_imported"] = missing_on_node(imported)
     if tiny:  # the dry run proves the wheel list: here everything is installed, so only the list can be wrong
@@ -1103,7 +1118,8 @@ def parse(argv):
         action="store_true",
         help="base_model and the fine-tuning step alone, no CPU reference: a speed check of the fine-tuning path",
     )
-    p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)  # the run's own CPU reference process
+    # one of the run's own CPU reference processes: the task (a DATASETS section) it fine-tunes
+    p.add_argument("--reference", choices=sorted(DATASETS.values()), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if (args.prepare is None) == (args.folder is None):
         p.error("give either --prepare DIR or a prepared folder to run")
@@ -1140,7 +1156,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.reference:
                 from minisci.io import write_json
 
-                write_json(args.log, reference_run(data_root, Path(work).resolve(), args.tiny))
+                write_json(args.log, reference_run(data_root, Path(work).resolve(), args.tiny, args.reference))
                 return 0
             start = time.perf_counter()
             log, failed = run_check_at(

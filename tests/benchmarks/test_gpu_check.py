@@ -243,6 +243,9 @@ def test_cpu_dry_run_of_the_whole_check(gc, tiny_folder, tmp_path, monkeypatch):
     ner = log["steps"]["finetune"]["finetune_ner"]
     assert ner["warm_seed"]["wall_seconds"] > 0 and ner["first_seed_overhead_seconds"] >= 0
     assert "warm_seed" not in log["cpu_reference"]["finetune_ner"]
+    # the reference: one process per task side by side, each on its share of the cores
+    assert log["cpu_reference"]["environment"]["processes"] == 2
+    assert log["cpu_reference"]["environment"]["cpu_threads"] == max(1, (os.cpu_count() or 1) // 2)
     assert all(v["ok"] for v in log["steps"]["scores"].values() if isinstance(v, dict))
     assert log["steps"]["pretrain"]["precision"] == "fp32" and log["steps"]["estimate"]["total_seconds"] > 0
     pre = log["steps"]["pretrain"]
