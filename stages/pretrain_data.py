@@ -33,7 +33,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--metrics", required=True)
     p.add_argument("--params", default="params.yaml")
     args = p.parse_args(argv)
+    import datasets
 
+    # the stage's own progress lines show the work; datasets' bars ("Generating train split", "Saving
+    # the dataset (0/1 shards)") would fill the DVC log
+    datasets.disable_progress_bars()
     model_cfg = load_section(ModelConfig, "model", args.params)
     cfg, _ = load_pretrain(args.params)  # the seed plays no part in the examples
     split = load_section(MakePairsConfig, "make_pairs", args.params)

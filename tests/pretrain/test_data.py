@@ -27,8 +27,13 @@ def run_data_stage(tmp_path, pairs, params: dict, capsys) -> subprocess.Complete
     argv = ["--pairs", str(pairs), "--docs", str(pairs / "documents.jsonl"), "--out", str(tmp_path / "out")]
     argv += ["--metrics", str(tmp_path / "m.json"), "--params", str(tmp_path / "params.yaml")]
     capsys.readouterr()
-    with contextlib.chdir(tmp_path):  # not the repository: a stage sweeps the DVC project it runs in
-        rc = run_stage(pretrain_data.main, argv)
+    bars = datasets.utils.logging.is_progress_bar_enabled()
+    try:
+        with contextlib.chdir(tmp_path):  # not the repository: a stage sweeps the DVC project it runs in
+            rc = run_stage(pretrain_data.main, argv)
+    finally:  # the stage turns datasets' bars off for its process; this process goes on with other tests
+        if bars:
+            datasets.enable_progress_bars()
     out = capsys.readouterr()
     return subprocess.CompletedProcess(argv, rc, out.out, out.err)
 
@@ -100,6 +105,8 @@ def test_the_stage_writes_metrics_per_corpus_and_a_tokenizer_the_trainer_loads(t
     proc, out = run_data_stage(tmp_path, pairs, p, capsys), tmp_path / "out"
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "pretrain_data: 160 training pairs" in proc.stdout
+    # the stage's log is its own lines: no datasets bars ("Generating train split", "Saving the dataset")
+    assert "split" not in proc.stderr and "Saving" not in proc.stderr and "%|" not in proc.stderr, proc.stderr
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["vocab"] == {"added_tokens": 2, "most_frequent": ["hepatotoxicity", "nephrotoxicity"]}
     assert set(m["corpora"]) == {"bio", "gen"}
