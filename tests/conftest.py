@@ -309,12 +309,14 @@ def built_once(tmp_path_factory, name: str, build):
 @pytest.fixture(scope="session")
 def tiny_repro(tmp_path_factory) -> Path:
     """The whole tiny pipeline reproduced by ``dvc repro`` and committed, once per session (~2 min
-    on 2 cores); its output is in ``repro.out`` beside it. Tests read it, or change a
+    on 2 cores); its output is in ``repro.out`` (``repro.err``: stderr) beside it. Tests read it, or change a
     :func:`copy_project` of it, never the original."""
 
     def build(root: Path) -> Path:
         proj = make_project(root / "proj")
-        (proj.parent / "repro.out").write_text(run(["dvc", "repro"], proj).stdout)
+        repro = run(["dvc", "repro"], proj)
+        (proj.parent / "repro.out").write_text(repro.stdout)
+        (proj.parent / "repro.err").write_text(repro.stderr)  # the stages' stderr: their progress bars
         run(["git", "add", "-A"], proj)
         run(["git", "commit", "-qm", "baseline run"], proj)
         return proj

@@ -2,6 +2,7 @@
 temporary git repository."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -129,6 +130,10 @@ def test_dvc_repro_whole_pipeline_both_arms_and_invalidation(tiny_repro, tmp_pat
         assert sum(map(sum, cite["test"]["confusion_matrix"])) == 20
         assert (proj / f"plots/finetune_classification/scicite/{arm}/confusion.json").is_file()
     assert stale_stages(proj) == []
+    # the log is minisci's own lines: no library's progress bar (tqdm's "42%|", "examples/s]", "it/s]")
+    log = out + (tiny_repro.parent / "repro.err").read_text()
+    bars = [line for line in log.splitlines() if re.search(r"\d%\||[0-9.]+ ?(it|examples|ba)/s\]", line)]
+    assert not bars, bars[:3]
 
     # A classification-only change leaves every NER and pretraining stage up to date.
     params = proj / "params.yaml"
