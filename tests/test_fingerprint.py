@@ -116,6 +116,38 @@ def test_code_hash_and_the_resume_code_version_see_the_same_code(tmp_path):
     assert code_hash([module], tmp_path) != before
 
 
+def test_in_a_stage_the_resume_code_version_is_the_stage_closure(tmp_path, monkeypatch):
+    """Run by a stage script, the resume check hashes that script and its import closure, so an edit of
+    a module the stage does not import (serving, the report) keeps its checkpoints resumable."""
+    import sys
+    import types
+    from pathlib import Path
+
+    import minisci
+    from minisci.fingerprint import module_closure
+    from minisci.training import code_version
+
+    whole = code_version()["minisci"]
+    stages = tmp_path / "stages"
+    stages.mkdir()
+    versions = {}
+    for name, body in {
+        "a": "from minisci.io import write_json\n",
+        "b": "from minisci.io import write_json\n\n\ndef main():\n    pass\n",
+        "c": "from minisci.io import write_json\nimport minisci.serve.search\n",
+    }.items():
+        script = stages / f"{name}.py"
+        script.write_text(body)
+        monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=str(script)))
+        versions[name] = code_version()["minisci"]
+    src = Path(minisci.__file__).parent.parent
+    assert Path(minisci.__file__).parent / "serve" / "search.py" not in module_closure(stages / "a.py", src)
+    assert len(versions["a"]) == 64 and whole not in versions.values()
+    assert len(set(versions.values())) == 3  # the script's own code and its closure both count
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=str(tmp_path / "notebook.py")))
+    assert code_version()["minisci"] == whole
+
+
 def test_a_file_edited_between_two_fingerprints_in_one_process_is_read_anew(tmp_path):
     """The fingerprints parse each file once per content: an edit (a new import, a changed constant)
     made between two calls in one process shows in the second."""

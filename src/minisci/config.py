@@ -21,8 +21,7 @@ from typing import Any, TypeVar
 import yaml
 
 from minisci.errors import ConfigError
-from minisci.tasks import registry
-from minisci.tasks.kind import TaskKind
+from minisci.tasks import facts
 
 
 def _check(cond: bool, section: str, msg: str) -> None:
@@ -72,8 +71,8 @@ class DatasetConfig:
 
     def __post_init__(self) -> None:
         s = "datasets"
-        _check(self.task in registry.KINDS, s, f"task must be one of {registry.names()}, got {self.task!r}")
-        formats = registry.get(self.task).formats
+        _check(self.task in facts.FACTS, s, f"task must be one of {facts.names()}, got {self.task!r}")
+        formats = facts.get(self.task).formats
         _check(self.format in formats, s, f"format of a {self.task} dataset must be one of {formats}")
         _check(bool(self.dir), s, "dir must be a non-empty path")
         _check(
@@ -178,7 +177,7 @@ def check_finetune_datasets(path: str | Path = "params.yaml", catalogue: str | P
         if key in params:
             raise ConfigError(f"{path}: '{key}' is a catalogue, not a params section: move it to {file}")
     catalog = load_catalog(catalogue)
-    for kind in registry.KINDS.values():
+    for kind in facts.FACTS.values():
         section, task = kind.stage, kind.name
         names = params.get(section, {}).get("datasets") or []
         known = sorted(n for n, entry in catalog.items() if entry.task == task)
@@ -692,6 +691,7 @@ def load_section(cls: type[T], section: str, path: str | Path = "params.yaml") -
     return from_dict(cls, params[section], section)
 
 
-def finetune_config(kind: TaskKind) -> type:
-    """The dataclass of a task kind's fine-tuning section (:attr:`~minisci.tasks.kind.TaskKind.config`)."""
+def finetune_config(kind: facts.KindFacts) -> type:
+    """The dataclass of a task kind's fine-tuning section (the ``config`` of its facts or its
+    :class:`~minisci.tasks.kind.TaskKind`)."""
     return globals()[kind.config]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from minisci.fingerprint import code_hash
+from minisci.fingerprint import code_hash, module_closure
 from minisci.io import atomic_path, write_json
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -309,18 +309,34 @@ def live_callback(live_dir: str | Path):
     return DVCLiveCallback(live=Live(dir=str(live_dir), save_dvc_exp=False, dvcyaml=None, report=None))
 
 
+def running_stage() -> Path | None:
+    """The stage script (``stages/<name>.py``) this process runs, or None in a test, a notebook or a
+    benchmark that calls the library itself."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    script = Path(main).resolve() if main else None
+    return script if script is not None and script.parent.name == "stages" and script.suffix == ".py" else None
+
+
 def code_version() -> dict[str, str]:
-    """The library's normalised code and the training libraries' versions.
+    """The running stage's normalised code (its script and import closure, as its code fingerprint
+    hashes it) and the training libraries' versions; outside a stage, the whole library's code.
 
     Part of every run id (:func:`run_id`): DVC reruns a stage when its code changes, and without this the
     rerun would resume the previous code's (possibly final) checkpoint instead of training anew.
     "The same code" is what the code_fingerprint stage means by it (minisci.fingerprint): a message,
-    docstring or type-hint edit keeps a checkpoint resumable, any other edit of the library does not.
+    docstring or type-hint edit keeps a checkpoint resumable, and so does any edit of a module the
+    stage does not import (serving, the report); any other edit does not.
     """
     import transformers
 
     package = Path(__file__).parent
-    code = code_hash(sorted(package.rglob("*.py")), package)
+    script = running_stage()
+    if script is None:
+        code = code_hash(sorted(package.rglob("*.py")), package)
+    else:
+        src = package.parent
+        parts = code_hash([script], script.parent), code_hash(module_closure(script, src), src)
+        code = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     return {"minisci": code, "torch": torch.__version__, "transformers": transformers.__version__}
 
 

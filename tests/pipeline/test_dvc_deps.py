@@ -132,6 +132,24 @@ def test_embedding_training_does_not_depend_on_pair_generation_or_serving():
     assert not [p for p in files if "serve/" in p]
 
 
+# The stages that fine-tune or report on task kinds; the others read only the kinds' facts.
+TASK_STAGES = {"finetune_ner", "finetune_classification", "export_metrics"}
+
+
+@pytest.mark.parametrize("name", sorted(set(STAGES) - TASK_STAGES - {FINGERPRINT_STAGE}))
+def test_a_stage_that_fine_tunes_nothing_does_not_depend_on_the_task_code(name):
+    """The configuration knows the kinds by their facts (minisci.tasks.facts) alone: an edit of how a
+    kind encodes or scores does not make the data, pretraining or embedding stages stale."""
+    task_code = {p for p in closure(stage_script(STAGES[name])) if p.startswith("src/minisci/tasks/")}
+    assert task_code == {"src/minisci/tasks/facts.py"}
+
+
+def test_each_fine_tuning_stage_depends_on_its_own_kind_only():
+    ner, classification = (closure(f"stages/{s}.py") for s in ("finetune_ner", "finetune_classification"))
+    assert "src/minisci/tasks/ner.py" in ner and "src/minisci/tasks/classification.py" not in ner
+    assert "src/minisci/tasks/classification.py" in classification and "src/minisci/tasks/ner.py" not in classification
+
+
 def test_package_inits_are_empty():
     """The closure leaves ``__init__.py`` out; that is right only while they import nothing."""
     for init in [p for p in (SRC / "minisci").glob("*/__init__.py") if p.parent.name != "profiles"]:

@@ -116,6 +116,29 @@ def test_the_registry_maps_entries_commands_pipelines_and_configs_to_kinds():
         registry.get("parsing")
 
 
+def test_the_facts_the_configuration_reads_are_each_kinds_own():
+    """config.py validates catalogue entries by minisci.tasks.facts (data only, so that stages that
+    fine-tune nothing do not import task code); every registered kind's facts are its own."""
+    from minisci.tasks import facts
+
+    assert set(facts.FACTS) == set(registry.KINDS)
+    for name, kind in registry.KINDS.items():
+        assert facts.get(name) == facts.KindFacts.of(kind)
+
+
+def test_a_registered_kind_is_known_to_the_configuration(toy_kind):
+    from minisci.config import DatasetConfig, finetune_config
+    from minisci.tasks import facts
+
+    assert facts.get("toy").stage == "finetune_toy" and finetune_config(facts.get("toy")).__name__ == TOY.config
+    entry = DatasetConfig(task="toy", dir="d", splits={"train": "a", "dev": "b", "test": "c"}, format="jsonl")
+    assert entry.task == "toy"
+    registry.unregister("toy")
+    with pytest.raises(Exception, match="task must be one of"):
+        DatasetConfig(task="toy", dir="d", splits={"train": "a", "dev": "b", "test": "c"}, format="jsonl")
+    registry.register(TOY)
+
+
 # 2. a third kind, registered here only, through the report and the studies --------------------------------
 
 TOY = dataclasses.replace(

@@ -31,7 +31,7 @@ from minisci.data.readers import (
 )
 from minisci.errors import ConfigError, DataFormatError
 from minisci.io import atomic_path, sha256_file, write_jsonl
-from minisci.tasks import registry
+from minisci.tasks import facts
 
 # 1. NER -------------------------------------------------------------------------------------------------
 
@@ -205,7 +205,7 @@ def check_links_stay_inside(cfg: DatasetConfig, root: str | Path) -> None:
 def health_warnings(meta: dict) -> list[str]:
     """One line per finding a user should see before training: classes or entity types missing
     from a split, duplicate JSON keys, entity types seen only once."""
-    kind = registry.get(meta["task"]).label_word
+    kind = facts.get(meta["task"]).label_word
     out = [
         f"{kind} {label!r} never occurs in {sp} ({meta['sources'][sp]['path']}); "
         + ("the model cannot learn it" if sp == "train" else f"its {sp} F1 is undefined")

@@ -9,9 +9,11 @@ so a class only one model predicts cannot change the average. Counts: per exampl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from minisci.data.readers import Example
+from minisci.tasks import facts
 from minisci.tasks.kind import TaskKind
 
 if TYPE_CHECKING:
@@ -110,11 +112,8 @@ def _labels_scored(arms: dict, preds: dict) -> list[str]:
 
 
 CLASSIFICATION = TaskKind(
-    name="classification",
+    **dataclasses.asdict(facts.CLASSIFICATION),
     title="classification",
-    formats=("jsonl",),
-    config="FinetuneClassificationConfig",
-    stage="finetune_classification",
     head="ForSequenceClassification",
     auto_class="AutoModelForSequenceClassification",
     pipeline_tag="text-classification",
@@ -148,7 +147,6 @@ CLASSIFICATION = TaskKind(
     columns=(("accuracy", "accuracy"), ("macro-F1", "macro_f1"), ("micro-F1", "micro_f1")),
     breakdown="per_class",
     item_word="class",
-    label_word="class",
     curves=("dev_macro_f1", "loss"),
     report_labels=_labels_scored,
     label_counts="per_label",

@@ -18,9 +18,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from minisci.data.readers import NerSentence, spans, to_iob2
+from minisci.tasks import facts
 from minisci.tasks.kind import TaskKind
 
 if TYPE_CHECKING:
@@ -245,11 +247,8 @@ def scores(n_items: int) -> dict:
 
 
 NER = TaskKind(
-    name="ner",
+    **dataclasses.asdict(facts.NER),
     title="NER",
-    formats=("conll",),
-    config="FinetuneNerConfig",
-    stage="finetune_ner",
     head="ForTokenClassification",
     auto_class="AutoModelForTokenClassification",
     pipeline_tag="token-classification",
@@ -291,7 +290,6 @@ NER = TaskKind(
     ),
     breakdown="per_type",
     item_word="type",
-    label_word="entity type",
     curves=("dev_f1", "loss"),
     report_labels=lambda arms, preds: arms["baseline"]["labels"],
     label_counts="entities_per_type",

@@ -4,6 +4,7 @@ entry, a stage, a ``minisci`` command, a pipeline task or a model config to its 
 from __future__ import annotations
 
 from minisci.errors import MinisciError
+from minisci.tasks import facts
 from minisci.tasks.classification import CLASSIFICATION
 from minisci.tasks.kind import TaskKind
 from minisci.tasks.ner import NER
@@ -12,13 +13,16 @@ KINDS: dict[str, TaskKind] = {}
 
 
 def register(kind: TaskKind) -> TaskKind:
-    """Add a kind to the registry (tests register toy kinds and :func:`unregister` them)."""
+    """Add a kind to the registry, and its facts to what the configuration knows (tests register toy
+    kinds and :func:`unregister` them)."""
     KINDS[kind.name] = kind
+    facts.FACTS[kind.name] = facts.KindFacts.of(kind)
     return kind
 
 
 def unregister(name: str) -> None:
     KINDS.pop(name, None)
+    facts.FACTS.pop(name, None)
 
 
 register(NER)
