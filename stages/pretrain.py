@@ -7,7 +7,9 @@ Usage: python stages/pretrain.py --seed 13 --data data/pretrain --out models/ada
 Resumes from the newest complete checkpoint of the same configuration in --checkpoints (kept
 across runs, outside DVC's outputs); a checkpoint at the final step gives the model without further
 training, so a forced rerun is the same run. Force a fresh start with ``rm -rf models/pretrain_checkpoints/<seed>``.
-Runs unchanged under ``torchrun --nproc_per_node N stages/pretrain.py ...`` (DDP).
+Runs unchanged under ``torchrun --nproc_per_node N stages/pretrain.py ...`` (DDP). With
+``pretrain.seed_processes`` > 1 the stage of a group's first seed trains the group's next seeds beside
+its own, into their checkpoint folders, and their stages publish those runs (minisci.pretrain.seed_processes).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 from minisci.cards import eval_result, write_model_card
 from minisci.config import ModelConfig, load_section
 from minisci.io import atomic_path, write_json
+from minisci.pretrain import seed_processes
+from minisci.pretrain.seed_processes import side_seeds
 from minisci.pretrain.seeds import load_pretrain
 from minisci.pretrain.trainer import CURVE_KEYS, run_pretraining
 from minisci.stage import description, run_stage
@@ -34,12 +38,25 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--metrics", required=True)
     p.add_argument("--plots", required=True, help="DVCLive directory for training curves")
     p.add_argument("--params", default="params.yaml")
+    # a process that an earlier seed's stage started to train this seed into --checkpoints (only)
+    p.add_argument("--seed-worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
     model_cfg = load_section(ModelConfig, "model", args.params)
     cfg, design = load_pretrain(args.params, args.seed)
+    beside = [] if args.seed_worker else side_seeds(cfg.seed, design.seeds, cfg.seed_processes)
+    side = seed_processes.start(__file__, beside, args, cfg.seed, cfg.seed_processes)
+    try:
+        publish(args, model_cfg, cfg, design)
+        seed_processes.finish(side, args, cfg.seed)
+    finally:
+        seed_processes.stop(side)
+
+
+def publish(args, model_cfg, cfg, design) -> None:
+    """Trains (or restores) this seed's run and writes the stage's outputs; a side process only trains."""
     result = run_pretraining(args.data, model_cfg, cfg, args.checkpoints)
-    if not result.is_main_process:
+    if not result.is_main_process or args.seed_worker:
         return
     saved_as = type(result.model).__mro__[1].__name__  # BertForPreTraining, RobertaForMaskedLM, ...
     kind = "BERT" if saved_as == "BertForPreTraining" else result.model.config.model_type

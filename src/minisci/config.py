@@ -394,11 +394,13 @@ class PretrainConfig(_SpeedKeys):
     vocab_extension: int = 0  # whole words to add to the vocabulary (0 = the base vocabulary as is)
     vocab_min_pieces: int = 3  # a word is a candidate if the base WordPiece splits it into this many pieces
     dataloader_workers: int = 0  # processes that build batches (masking, padding); the bytes do not depend on it
+    seed_processes: int = 1  # pretraining seeds trained at once (minisci.pretrain.seed_processes); the same bytes
 
-    SPEED_KEYS = ("dataloader_workers",)
+    SPEED_KEYS = ("dataloader_workers", "seed_processes")
 
     def __post_init__(self) -> None:
         s = "pretrain"
+        _check(self.seed_processes >= 1, s, "seed_processes must be >= 1 (1 = the seeds one after another)")
         _check(
             self.dataloader_workers >= 0,
             s,
