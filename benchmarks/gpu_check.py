@@ -464,8 +464,13 @@ def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
     except ConfigError as e:
         raise CheckError(str(e)) from None
     params["model"].update(base=str(model), tokenizer=None, scratch_config=None)
+    # one pretraining process: the check times one run at a time (the estimate counts the profile's
+    # seeds one after another, though the profile trains them seed_processes at a time)
     params["pretrain"].update(
-        max_steps=sizes.pretrain_steps, save_steps=10**6, logging_steps=max(1, sizes.pretrain_steps // 4)
+        max_steps=sizes.pretrain_steps,
+        save_steps=10**6,
+        logging_steps=max(1, sizes.pretrain_steps // 4),
+        seed_processes=1,
     )
     # two pretraining runs in one process: the first seed's (cold), then the second's (warm, as the rest
     # of a long run); the estimate takes the first's start-up once per seed and the second's rate
