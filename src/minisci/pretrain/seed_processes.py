@@ -54,8 +54,8 @@ def checkpoint_folder(checkpoints: str | Path, own_seed: int, seed: int) -> Path
 def start(script: str | Path, seeds: list[int], args, own_seed: int, processes: int) -> dict[int, subprocess.Popen]:
     """One process per seed of ``seeds``: the stage's own script with ``--seed <seed> --seed-worker`` and
     that seed's checkpoint folder (``args``: the stage's parsed arguments), its output in
-    ``side-process-<seed>.log`` beside that folder. On a GPU each process gets its share of the node's cores; on a CPU they keep their threads
-    (and so their bytes)."""
+    ``side-process-<seed>.log`` beside that folder. On a GPU each process gets its share of the node's
+    cores; on a CPU they keep their threads (and so their bytes)."""
     if not seeds:
         return {}
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
