@@ -1,9 +1,10 @@
 """Are two checkouts' pipelines the same? Run the tiny end-to-end pipeline (the real dvc.yaml and
 stages on tests/conftest.py's tiny params and fixture mirror, as tests/pipeline/test_e2e.py does) of a
-checkout and write a digest of every output; compare two digests.
+checkout and write a digest of every output; compare two digests. ``SECTION.KEY=VALUE`` changes a tiny
+param (a YAML value), e.g. ``finetune_ner.crf=true`` for the CRF head's path.
 
 Usage:
-    python tests/pipeline_digest.py run CHECKOUT DIGEST.json WORKDIR   # ~5 min on 2 cores
+    python tests/pipeline_digest.py run CHECKOUT DIGEST.json WORKDIR [SECTION.KEY=VALUE ...]   # ~5 min on 2 cores
     python tests/pipeline_digest.py compare BEFORE.json AFTER.json
 
 JSON outputs are kept whole (minus wall-clock keys), other files by SHA-256; the code fingerprints
@@ -31,11 +32,25 @@ def clean(x):
     return x
 
 
-def run(checkout: Path, out: Path, work: Path) -> None:
+def overrides(settings: list[str]) -> dict:
+    """``["finetune_ner.crf=true", ...]`` as make_project's nested overrides."""
+    import yaml
+
+    nested: dict = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        section, dot, name = key.partition(".")
+        if not (sep and dot and name):
+            sys.exit(f"error: {setting!r}: expected SECTION.KEY=VALUE")
+        nested.setdefault(section, {})[name] = yaml.safe_load(value)
+    return nested
+
+
+def run(checkout: Path, out: Path, work: Path, settings: list[str] = ()) -> None:
     sys.path[:0] = [str(checkout / "tests"), str(checkout / "src")]
     import conftest
 
-    proj = conftest.make_project(work / "proj")
+    proj = conftest.make_project(work / "proj", overrides(settings))
     os.environ["PYTHONPATH"] = str(proj / "src")  # the copy's code, whatever happens to the checkout meanwhile
     conftest.run(["dvc", "repro"], proj)
     digest = {}
@@ -71,8 +86,8 @@ def compare(before: Path, after: Path) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["run"] and len(sys.argv) == 5:
-        run(Path(sys.argv[2]).resolve(), Path(sys.argv[3]), Path(sys.argv[4]))
+    if sys.argv[1:2] == ["run"] and len(sys.argv) >= 5:
+        run(Path(sys.argv[2]).resolve(), Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5:])
     elif sys.argv[1:2] == ["compare"] and len(sys.argv) == 4:
         sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
     else:

@@ -449,11 +449,49 @@ def is_final(checkpoint: Path) -> bool:
     return 0 < state.get("max_steps", 0) <= state.get("global_step", 0)
 
 
+LOSS_WINDOW = "loss_window-{}.json"  # in a checkpoint, per process: the loss summed since the last logged step
+
+
+def keep_loss_window(trainer, resume: Path | None) -> None:
+    """Make ``trainer``, resumed from ``resume``, log the losses an uninterrupted run logs.
+
+    The Trainer logs the mean loss of the steps since the last logged one. Resumed, it starts that
+    sum afresh at the checkpoint, so where ``logging_steps`` does not divide the checkpoint's step
+    (an epoch checkpoint, say) the first loss logged after it averaged fewer steps, and the curves
+    differed. Each checkpoint gets the sum and the last logged step (one file per process, written
+    before the Trainer's files, so a complete checkpoint has it), and a run resumed from it starts
+    from them. ``train_loss``, the mean over one ``train()`` call's steps, stays that call's."""
+    from transformers import TrainerCallback
+
+    def window(folder: Path) -> Path:
+        return folder / LOSS_WINDOW.format(trainer.args.process_index)
+
+    save_checkpoint = trainer._save_checkpoint
+
+    def save_with_window(model, trial):
+        folder = Path(trainer.args.output_dir) / f"{CHECKPOINT_PREFIX}{trainer.state.global_step}"
+        loss = {"loss_sum": trainer._tr_loss.item(), "last_logged_step": trainer._globalstep_last_logged}
+        write_json(window(folder), loss)
+        save_checkpoint(model, trial)
+
+    class Resume(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):  # after train() has reset the window
+            if resume is not None and window(resume).is_file():  # a checkpoint without one: it restarts
+                saved = json.loads(window(resume).read_text(encoding="utf-8"))
+                trainer._tr_loss += saved["loss_sum"]
+                trainer._total_loss_scalar -= saved["loss_sum"]
+                trainer._globalstep_last_logged = saved["last_logged_step"]
+
+    trainer._save_checkpoint = save_with_window
+    trainer.add_callback(Resume())
+
+
 def train_or_restore(trainer, resume: Path | None) -> float:
-    """``trainer.train()``, resumed from ``resume``; but a checkpoint at the run's final step is
-    restored (its weights and trainer state) without training: resuming there, the Trainer would
-    take one step past the end, and a rerun of a finished run would no longer be the same run.
-    Returns the seconds spent training in this call (0 when restored)."""
+    """``trainer.train()``, resumed from ``resume`` (with the loss being summed for the next log: see
+    :func:`keep_loss_window`); but a checkpoint at the run's final step is restored (its weights
+    and trainer state) without training: resuming there, the Trainer would take one step past the
+    end, and a rerun of a finished run would no longer be the same run. Returns the seconds spent
+    training in this call (0 when restored)."""
     if resume is not None and is_final(resume):
         from transformers import TrainerState
 
@@ -461,6 +499,7 @@ def train_or_restore(trainer, resume: Path | None) -> float:
         trainer._load_from_checkpoint(str(resume))  # what train() itself does to resume: sharded, safetensors
         trainer.state = TrainerState.load_from_json(str(resume / "trainer_state.json"))
         return 0.0
+    keep_loss_window(trainer, resume)
     out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     return out.metrics.get("train_runtime", 0.0)
 

@@ -42,7 +42,8 @@ def strip_runtime(history):
 
 def test_ner_resume_matches_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch, capsys):
     data = prepare(learnable_ner_files(tmp_path / "raw", n=40), "bc5cdr", tmp_path / "prepared")
-    cfg = ner_cfg(epochs=3.0, eval_delay=0)
+    # a loss is logged every 3 steps of 5 an epoch: the window of step 12 spans the resumed checkpoint (step 10)
+    cfg = ner_cfg(epochs=3.0, eval_delay=0, logging_steps=3)
     ref = run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "ref")
     with monkeypatch.context() as m:
         crash_after_checkpoint(m, epoch=2)

@@ -148,6 +148,8 @@ def test_each_fine_tuning_stage_depends_on_its_own_kind_only():
     ner, classification = (closure(f"stages/{s}.py") for s in ("finetune_ner", "finetune_classification"))
     assert "src/minisci/tasks/ner.py" in ner and "src/minisci/tasks/classification.py" not in ner
     assert "src/minisci/tasks/classification.py" in classification and "src/minisci/tasks/ner.py" not in classification
+    # the CRF head is the NER stage's alone: an edit of it reruns no classification stage
+    assert "src/minisci/finetune/crf.py" in ner and "src/minisci/finetune/crf.py" not in classification
 
 
 def test_package_inits_are_empty():

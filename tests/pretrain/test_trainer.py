@@ -73,7 +73,8 @@ def test_tiny_model_learns_and_stage_writes_hf_model(tmp_path):
 @pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     write_pairs(tmp_path / "pairs")
-    params = write_params(tmp_path, max_steps=40, save_steps=5, logging_steps=5)
+    # a loss is logged every 3 steps: the window of step 6 spans the first checkpoint (step 5)
+    params = write_params(tmp_path, max_steps=40, save_steps=5, logging_steps=3)
     # 1. an uninterrupted reference run
     run_ok(stage_cmd(tmp_path, params, ckpt="ref-ckpt", out="ref"))
     # 2. the same run, killed with SIGKILL once its first checkpoint is complete
@@ -95,6 +96,9 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     assert got["train"]["tokens_seen"] == ref["train"]["tokens_seen"]
     assert got["train"]["final_loss"] == pytest.approx(ref["train"]["final_loss"], abs=1e-4)
     assert got["after"] == pytest.approx(ref["after"], abs=1e-4)
+    curve = {out: (tmp_path / f"plots-{out}/curves/loss.tsv").read_text().split() for out in ("ref", "adapted")}
+    assert len(curve["adapted"]) == len(curve["ref"]) > 4  # the header, then a step and its loss per log
+    assert [float(x) for x in curve["adapted"][2:]] == pytest.approx([float(x) for x in curve["ref"][2:]], abs=1e-4)
 
 
 def test_checkpoints_of_another_configuration_are_discarded(tmp_path):

@@ -389,13 +389,11 @@ class SeedRun:
     log_history: list[dict]
 
 
-def head_class(kind: TaskKind, cfg):
-    """The model class of a kind's head: its transformers Auto class, or the CRF tagger where the
-    config asks for one (``finetune_ner.crf``)."""
-    if getattr(cfg, "crf", False):
-        from minisci.finetune.crf import CrfForTokenClassification
-
-        return CrfForTokenClassification
+def head_class(kind: TaskKind):
+    """The model class of a kind's head: the one its stage set (:attr:`TaskKind.head_class`, the NER
+    stage's CRF tagger), else its transformers Auto class."""
+    if kind.head_class is not None:
+        return kind.head_class
     import transformers
 
     return getattr(transformers, kind.auto_class)
@@ -417,7 +415,7 @@ def train_one_seed(kind: TaskKind, model_dir: Path, tokenizer, data, cfg, seed: 
     splits, labels = data.splits, kind.model_labels(data.labels)
     id2label = dict(enumerate(labels))
     model = load_head_model(
-        head_class(kind, cfg),
+        head_class(kind),
         model_dir,
         kind.stage,
         num_labels=len(labels),

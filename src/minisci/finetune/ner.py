@@ -9,11 +9,13 @@ The epoch is chosen on dev; test is scored once, with the chosen weights.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from minisci.config import FinetuneNerConfig
 from minisci.data.readers import load_prepared
 from minisci.finetune.common import FinetuneResult, SeedWorkers, run_seeds
+from minisci.finetune.crf import CrfForTokenClassification
 from minisci.metrics import ner_f1  # noqa: F401  (see below)
 from minisci.pretrain.seeds import PretrainSeeds
 from minisci.tasks.ner import NER
@@ -32,4 +34,5 @@ def run_finetune_ner(
 ) -> FinetuneResult | None:
     """Fine-tune on a prepared NER dataset (``prepare_data`` output) once per seed;
     ``model_dir``, ``design`` and ``workers``: see :func:`~minisci.finetune.common.run_seeds`."""
-    return run_seeds(NER, load_prepared(data_dir, task=NER.name), model_dir, cfg, work_dir, design, workers)
+    kind = dataclasses.replace(NER, head_class=CrfForTokenClassification) if cfg.crf else NER
+    return run_seeds(kind, load_prepared(data_dir, task=NER.name), model_dir, cfg, work_dir, design, workers)

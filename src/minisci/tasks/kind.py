@@ -63,6 +63,9 @@ class TaskKind:
     report_labels: Callable  # (arms' metrics, arms' test rows) -> the labels the comparison counts over
     label_counts: str  # the per-label counts of a split in dataset.json: entities_per_type | per_label
     errors: str  # the error analysis of minisci.report.error_analysis.ANALYSES: spans | examples
+    # a head class that replaces :attr:`auto_class` in fine-tuning (``finetune_ner.crf``: the CRF
+    # tagger); the stage that fine-tunes the kind sets it, so no other stage reaches the head's code
+    head_class: type | None = None
 
     def counts(self, rows: list[dict], items: list[str]) -> np.ndarray:
         """Per-example counts of test prediction rows (``gold`` and ``pred`` of each)."""
