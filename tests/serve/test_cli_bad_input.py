@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -355,6 +357,33 @@ def test_out_dir_that_is_not_an_index_is_left_alone(assets, tmp_path, capsys):
     idx = index_copy(assets, tmp_path)  # an earlier index is replaced
     assert cli.main([*argv[:-1], str(idx), "--jsonl"]) == 0
     assert json.loads(capsys.readouterr().out)["documents"] == 3
+
+
+def fifo(path: Path, data: bytes) -> Path:
+    """A named pipe that gives ``data`` to its first reader, as a shell's ``<(...)`` does."""
+    os.mkfifo(path)
+
+    def write():
+        with open(path, "wb") as f:
+            f.write(data)
+
+    threading.Thread(target=write, daemon=True).start()
+    return path
+
+
+def test_texts_and_abstracts_from_a_pipe(assets, tmp_path, capsys):
+    """``--file <(...)`` and ``reviewers ... <(...)``: a pipe is not a regular file, but it is a file."""
+    texts = fifo(tmp_path / "texts", b"aspirin works\n\nwarfarin too\n")
+    assert cli.main(["ner", "--model", str(assets["ner"]), "--jsonl", "--file", str(texts)]) == 0
+    assert [json.loads(line)["text"] for line in capsys.readouterr().out.splitlines()] == [
+        "aspirin works",
+        "warfarin too",
+    ]
+    abstract = fifo(tmp_path / "abstract", b"shortest paths in sparse graphs\n")
+    assert cli.main(["reviewers", "--index", str(assets["root"] / "index"), str(abstract), "--jsonl"]) == 0
+    assert capsys.readouterr().out.strip()
+    assert cli.main(["reviewers", "--index", str(assets["root"] / "index"), os.devnull]) == 1
+    assert capsys.readouterr().err == f"error: {os.devnull}: empty abstract\n"
 
 
 def test_stdin_not_utf8(assets, monkeypatch, capsys):

@@ -36,13 +36,14 @@ def clean(text) -> str:
 
 
 def read_text(path: str | None) -> str:
-    """A UTF-8 file (or standard input for None); bad bytes are an error with line and byte offset."""
+    """A UTF-8 file (or standard input for None); bad bytes are an error with line and byte offset.
+    Not only a regular file: a pipe (``<(...)``, a FIFO) or a device such as ``/dev/stdin`` is read too."""
     name = path or "standard input"
     if path is not None:
         p = Path(path)
         if p.is_dir():
             raise MinisciError(f"{p}: is a directory, expected a text file")
-        if not p.is_file():
+        if not p.exists():
             raise MinisciError(f"{p}: no such file")
         data = p.read_bytes()
     else:
