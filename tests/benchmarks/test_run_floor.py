@@ -50,6 +50,7 @@ def test_windows_are_what_embed_encodes(run_floor, tiny_model_dir):
     assert run_floor.cut_lengths(tok, [text], max_length=12) == [12]
 
 
+@pytest.mark.slow
 def test_every_training_stage_has_a_floor_below_its_run(run_floor, tiny_repro, capsys):
     run_floor.main(["--root", str(tiny_repro), "--at", "1000"])
     out = capsys.readouterr().out
