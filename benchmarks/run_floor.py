@@ -28,13 +28,13 @@ import math
 import sys
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import roofline  # noqa: E402
 from machine import print_machine  # noqa: E402
 from roofline import encoder_flops  # noqa: E402
+
+from minisci.stage import run_command  # noqa: E402
 
 BUDGETS = {"finetune_embeddings": 10 * 60, "default run": 90 * 60}  # the targets, seconds, on 2 cores
 
@@ -150,6 +150,28 @@ def committed_seconds(root: Path) -> dict[str, float]:
     return out
 
 
+def check_outputs(root: Path, params: dict) -> None:
+    """Everything this reads, before any work: a fresh clone has none of it until ``dvc repro``."""
+    from minisci.errors import MinisciError
+
+    needed = [
+        "models/baseline/config.json",
+        "data/pretrain/train",
+        "data/pretrain/heldout",
+        "data/pretrain/manifest.json",
+    ]
+    needed += ["data/corpus/documents.jsonl", "data/corpora.yaml", "metrics/finetune_embeddings.json"]
+    needed += [f"metrics/{name}.json" for name in ("sample_corpus", "make_pairs", "pretrain_data")]
+    needed += [f"metrics/pretrain/{seed}.json" for seed in params["pretrain"]["seeds"]]
+    for stage in ("finetune_ner", "finetune_classification"):
+        for ds in params[stage]["datasets"]:
+            needed += [f"data/prepared/{ds}"] + [f"metrics/{stage}/{ds}/{arm}.json" for arm in ("baseline", "adapted")]
+    missing = [n for n in needed if not (root / n).exists()]
+    if missing:
+        more = f" and {len(missing) - 1} more of the default run's outputs" if len(missing) > 1 else ""
+        raise MinisciError(f"{root}: no {missing[0]}{more}; run `dvc repro` there first")
+
+
 def seconds_cell(s: float) -> str:
     """Whole seconds, or two significant digits below 10 s (a tiny project's floors)."""
     return f"{s:.0f}" if s >= 10 else f"{s:.2g}"
@@ -166,7 +188,10 @@ def main(argv: list[str] | None = None) -> None:
 
     print_machine()
     root = args.root.resolve()
-    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    from minisci.config import load_params
+
+    params = load_params(root / "params.yaml")
+    check_outputs(root, params)
     base = root / "models/baseline"
     config = AutoConfig.from_pretrained(base, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
@@ -218,4 +243,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main))  # a missing output or params file: one line, exit 1

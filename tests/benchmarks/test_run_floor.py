@@ -62,3 +62,16 @@ def test_every_training_stage_has_a_floor_below_its_run(run_floor, tiny_repro, c
     for stage, (_tflop, committed, floor) in rows.items():
         assert 0 < float(floor) <= float(committed), (stage, out)
     assert re.search(r"floor at --at 1000 \(1000 GFLOP/s\): finetune_embeddings [\d.]+ min \(target 10\)", out)
+
+
+def test_a_project_without_the_runs_outputs_is_one_line(run_floor, tmp_path, capsys):
+    """A fresh clone has the metrics (git) but not the models and data (DVC): one line, before any work."""
+    import shutil
+
+    from minisci.stage import run_command
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    assert run_command(run_floor.main, ["--root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {tmp_path}: no models/baseline/config.json and ")
+    assert err.rstrip().endswith("more of the default run's outputs; run `dvc repro` there first")
