@@ -386,6 +386,18 @@ def test_texts_and_abstracts_from_a_pipe(assets, tmp_path, capsys):
     assert capsys.readouterr().err == f"error: {os.devnull}: empty abstract\n"
 
 
+def test_a_dash_is_standard_input(assets, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"shortest paths in sparse graphs\n")))
+    assert cli.main(["reviewers", "--index", str(assets["root"] / "index"), "-", "--jsonl"]) == 0
+    assert capsys.readouterr().out.strip()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\n")))
+    assert cli.main(["ner", "--model", str(assets["ner"]), "--file", "-"]) == 1
+    assert capsys.readouterr().err == "error: standard input: no text given\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    assert cli.main(["reviewers", "--index", str(assets["root"] / "index"), "-"]) == 1
+    assert capsys.readouterr().err == "error: standard input: empty abstract\n"
+
+
 def test_stdin_not_utf8(assets, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"aspirin works\nbad \xc3\x28 byte\n")))
     assert cli.main(["ner", "--model", str(assets["ner"])]) == 1

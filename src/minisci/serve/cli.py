@@ -36,8 +36,9 @@ def clean(text) -> str:
 
 
 def read_text(path: str | None) -> str:
-    """A UTF-8 file (or standard input for None); bad bytes are an error with line and byte offset.
+    """A UTF-8 file (standard input for None or ``-``); bad bytes are an error with line and byte offset.
     Not only a regular file: a pipe (``<(...)``, a FIFO) or a device such as ``/dev/stdin`` is read too."""
+    path = None if path == "-" else path
     name = path or "standard input"
     if path is not None:
         p = Path(path)
@@ -65,7 +66,7 @@ def _texts(args) -> list[str]:
         return list(args.text)
     texts = [line for line in read_text(args.file).splitlines() if line.strip()]
     if not texts:
-        raise MinisciError(f"{args.file or 'standard input'}: no text given")
+        raise MinisciError(f"{args.file if args.file not in (None, '-') else 'standard input'}: no text given")
     return texts
 
 
@@ -157,7 +158,7 @@ def cmd_reviewers(args) -> None:
 
     abstract = read_text(args.abstract).strip()
     if not abstract:
-        raise MinisciError(f"{args.abstract}: empty abstract")
+        raise MinisciError(f"{'standard input' if args.abstract == '-' else args.abstract}: empty abstract")
     ranked = recommend_reviewers(
         args.index, abstract, args.k, tuple(args.exclude), args.aggregation, device=args.device, model=args.model
     )
@@ -251,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp = add(name, fn, help_)
         sp.add_argument("text", nargs="*", help="texts (default: --file or standard input, one per line)")
         sp.add_argument("--model", required=True, help="fine-tuned model directory")
-        sp.add_argument("--file", help="UTF-8 file with one text per line")
+        sp.add_argument("--file", help="UTF-8 file with one text per line (-: standard input)")
         sp.add_argument("--batch-size", type=at_least(1), default=32, help="texts per length-sorted batch")
         if fn is cmd_ner:  # only the tagger windows long texts
             sp.add_argument(
@@ -311,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--model", help=model_help)
     sp.add_argument("-k", type=at_least(1), default=10, help="number of documents to return")
     sp = add("reviewers", cmd_reviewers, "rank authors of an index by similarity of their papers to an abstract")
-    sp.add_argument("abstract", help="UTF-8 file holding the abstract")
+    sp.add_argument("abstract", help="UTF-8 file holding the abstract (-: standard input)")
     sp.add_argument("--index", required=True, help="index directory written by `minisci index`")
     sp.add_argument("--model", help=model_help)
     sp.add_argument("-k", type=at_least(1), default=10, help="number of authors to return")
