@@ -54,6 +54,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_rate(text: str) -> float:
+    """An argparse type for a rate (GFLOP/s): a finite number > 0, else a one-line usage error."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """An argparse type for amounts (epochs): a number > 0, else a one-line usage error."""
     import argparse

@@ -75,3 +75,11 @@ def test_a_project_without_the_runs_outputs_is_one_line(run_floor, tmp_path, cap
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {tmp_path}: no models/baseline/config.json and ")
     assert err.rstrip().endswith("more of the default run's outputs; run `dvc repro` there first")
+
+
+@pytest.mark.parametrize("rate", ["0", "-5", "nan", "inf", "fast"])
+def test_a_rate_that_is_not_positive_is_a_usage_error(run_floor, rate, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_floor.main(["--at", rate])
+    assert exit_info.value.code == 2
+    assert "argument --at: expected a number > 0, got" in capsys.readouterr().err
