@@ -90,6 +90,7 @@ def pretrain_floor(config, params: dict, root: Path) -> float:
 
 def finetune_floor(config, tokenizer, section: dict, task: str, dataset: str, root: Path) -> float:
     from minisci.data.readers import load_prepared
+    from minisci.finetune.common import subsample
     from minisci.tasks import registry
 
     kind = registry.get(task)
@@ -97,7 +98,7 @@ def finetune_floor(config, tokenizer, section: dict, task: str, dataset: str, ro
     label2id = {label: i for i, label in enumerate(kind.model_labels(data.labels))}
 
     def lengths(split: str, n: int) -> list[int]:
-        examples = data.splits[split][:n] if n else data.splits[split]
+        examples = subsample(data.splits[split], n, section["seeds"][0])  # the stage's own subset
         return [len(f["input_ids"]) for f in kind.encode(examples, tokenizer, label2id, section["max_length"])]
 
     train = lengths("train", section["max_train_examples"])
