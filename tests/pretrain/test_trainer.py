@@ -12,7 +12,7 @@ import torch
 from helpers import configs, pretraining_data, run_ok, stage_cmd, write_pairs, write_params
 
 from minisci.pretrain.model import load_pretraining_model
-from minisci.pretrain.trainer import lr_lambdas, run_pretraining
+from minisci.pretrain.trainer import PretrainTrainer, lr_lambdas, run_pretraining
 from minisci.training import checkpoint_to_resume, training_arguments
 
 
@@ -21,6 +21,32 @@ def test_lr_schedule_holds_the_encoder_during_head_warmup():
     assert [encoder(s) for s in (0, 19)] == [0.0, 0.0] and encoder(20) == pytest.approx(0.1)
     assert heads(0) == pytest.approx(0.1) and heads(9) == 1.0 and heads(99) == pytest.approx(1 / 90)
     assert encoder(29) == 1.0 and encoder(99) == pytest.approx(1 / 70)
+
+
+def test_length_grouped_batches_read_the_lengths_once_in_the_same_order():
+    """The sampler gets the length column as a list (transformers would hand it the lazy datasets
+    Column, read one example at a time every epoch) and draws the order transformers' would."""
+    import types
+
+    import datasets
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    lengths = [int(x) for x in torch.randint(5, 200, (500,), generator=torch.Generator().manual_seed(0))]
+    ds = datasets.Dataset.from_dict({"length": lengths, "idx": list(range(500))}).select(range(499, -1, -1))
+    args = types.SimpleNamespace(
+        train_sampling_strategy="group_by_length", length_column_name="length", train_batch_size=16,
+        gradient_accumulation_steps=2,
+    )  # fmt: skip
+    trainer = types.SimpleNamespace(args=args, train_dataset=ds)
+    ours = PretrainTrainer._get_train_sampler(trainer)
+    assert type(ours.lengths) is list and ours.lengths == lengths[::-1]
+    theirs = LengthGroupedSampler(32, lengths=ds["length"])  # what transformers builds
+    assert not isinstance(theirs.lengths, list)
+    for _ in range(2):  # two epochs, each from the same global generator state
+        state = torch.get_rng_state()
+        order = list(ours)
+        torch.set_rng_state(state)
+        assert order == list(theirs) and sorted(order) == list(range(500))
 
 
 def test_head_warmup_leaves_the_encoder_untouched(tmp_path):

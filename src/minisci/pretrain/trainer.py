@@ -92,6 +92,20 @@ class PretrainTrainer(Trainer):
         self._sums = {"mlm_loss": 0.0, "nsp_loss": 0.0, "n": 0}
         self._last = (time.perf_counter(), 0)
 
+    def _get_train_sampler(self, train_dataset=None):
+        """The Trainer's length-grouped sampler, given the ``length`` column as a list. Transformers
+        hands it the column as the dataset returns it: in datasets >= 4 a lazy ``Column``, which the
+        sampler then reads one example at a time, every epoch (0.1-0.3 ms each: a minute per epoch of
+        200k pairs, with the GPU idle). The same lengths give the same order."""
+        from transformers.trainer_pt_utils import LengthGroupedSampler
+
+        ds = self.train_dataset if train_dataset is None else train_dataset
+        column = self.args.length_column_name
+        if self.args.train_sampling_strategy != "group_by_length" or column not in getattr(ds, "column_names", ()):
+            return super()._get_train_sampler(train_dataset)
+        lengths = ds.with_format("arrow")[column].to_pylist()  # the whole column at once (< 1 ms per 10k)
+        return LengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps, lengths=lengths)
+
     def create_optimizer(self, model=None):
         if self.optimizer is None:
             model = model or self.model
