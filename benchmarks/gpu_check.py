@@ -464,17 +464,14 @@ def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
     except ConfigError as e:
         raise CheckError(str(e)) from None
     params["model"].update(base=str(model), tokenizer=None, scratch_config=None)
-    # one pretraining process: the check times one run at a time (the estimate counts the profile's
-    # seeds one after another, though the profile trains them seed_processes at a time)
+    # the profile's pretraining seeds, each a stage process of its own that trains only its seed: the
+    # check starts the first seed_processes of them together (:func:`pretrain`), as the profile runs them
     params["pretrain"].update(
         max_steps=sizes.pretrain_steps,
         save_steps=10**6,
         logging_steps=max(1, sizes.pretrain_steps // 4),
         seed_processes=1,
     )
-    # two pretraining runs in one process: the first seed's (cold), then the second's (warm, as the rest
-    # of a long run); the estimate takes the first's start-up once per seed and the second's rate
-    params["pretrain"]["seeds"] = params["pretrain"]["seeds"][:2]
     for name, section in DATASETS.items():
         params[section].update(datasets=[name], seeds=[13], max_train_examples=0, max_eval_examples=0)
         if sizes.epochs is not None:
@@ -595,13 +592,65 @@ def pretrain_once(root: Path, data: Path, params: Path, work: Path, seed: int, d
     return json.loads((d / "metrics.json").read_text())
 
 
-def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops: float, warm: bool = True) -> dict:
-    """The pretrain stage's own main(argv) for the fixed number of steps: tokens/s and the matrix-product
-    FLOPs per second it reached as a share of the ceiling (the roofline's count: the encoder's Linear and
-    attention products over real lengths, plus the MLM head at the masked positions, times 3 for backward).
-    With ``warm``, a second seed's run follows in the same process, as the steps after the first
-    hundreds of a long run do: its tokens/s is the steady rate, and the first run's wall time beyond
-    the second's is what each pretraining stage's start-up costs (CUDA context, kernels, workers)."""
+def pretrain_processes(
+    root: Path, data: Path, params: Path, work: Path, seeds: list[int], timeout: float
+) -> tuple[dict, float]:
+    """One fresh ``stages/pretrain.py`` process per seed, all started together (as ``pretrain.seed_processes``
+    runs a group's seeds on one GPU, each process on its share of the cores): each seed's metrics, and the
+    wall time from the first start to the last end (interpreter starts included)."""
+    import torch
+
+    env = dict(os.environ)
+    if torch.cuda.is_available():  # as minisci.pretrain.seed_processes.start shares the cores
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or len(seeds)) // len(seeds))))
+    procs, start = {}, time.perf_counter()
+    try:
+        for seed in seeds:
+            d = work / "pretrain" / str(seed)
+            d.mkdir(parents=True, exist_ok=True)
+            cmd = [
+                sys.executable, str(root / "stages/pretrain.py"),
+                "--seed", str(seed),
+                "--data", str(data),
+                "--out", str(work / "models/adapted" / str(seed)),
+                "--checkpoints", str(d / "checkpoints"),
+                "--metrics", str(d / "metrics.json"),
+                "--plots", str(d / "plots"),
+                "--params", str(params),
+            ]  # fmt: skip
+            with (d / "stage.log").open("w", encoding="utf-8") as out:
+                procs[seed] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        for seed, proc in procs.items():
+            rc = proc.wait(timeout=max(1.0, timeout - (time.perf_counter() - start)))
+            if rc != 0:
+                log = work / "pretrain" / str(seed) / "stage.log"
+                lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()] or ["no output"]
+                raise CheckError(f"pretrain seed {seed}: exit {rc}: {lines[-1]} (log {log})")
+    except subprocess.TimeoutExpired:
+        raise CheckError(f"pretrain: the {len(seeds)} seeds' processes did not finish within {timeout:.0f} s") from None
+    finally:
+        for proc in procs.values():  # a failure leaves no process behind
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    wall = time.perf_counter() - start
+    runs = {s: json.loads((work / "pretrain" / str(s) / "metrics.json").read_text()) for s in seeds}
+    return runs, wall
+
+
+def pretrain(
+    root: Path, folder: Path, params: Path, work: Path, ceiling_tflops: float, processes: int | None = None
+) -> dict:
+    """The pretrain stage for the fixed number of steps: tokens/s and the matrix-product FLOPs per second
+    it reached as a share of the ceiling (the roofline's count: the encoder's Linear and attention
+    products over real lengths, plus the MLM head at the masked positions, times 3 for backward).
+
+    ``processes`` (the check: the profile's ``pretrain.seed_processes``): that many of the profile's
+    seeds at once, each a fresh stage process (:func:`pretrain_processes`), as the profile trains them on
+    one GPU. Each seed's own rate (its tokens over its training loop) is its rate while sharing the GPU;
+    their sum is the GPU's. Then one seed's stage is run again: it finds its finished run and publishes
+    it, as the stages of a group's other seeds do after the group's first. Without ``processes``: one
+    run of the first seed in this process (benchmarks/gpu_profile.py patches its DataLoader workers)."""
     from transformers import AutoConfig, AutoTokenizer
 
     sys.path.insert(0, str(root / "benchmarks"))
@@ -621,9 +670,17 @@ def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops:
         ]
     )
     cfg = yaml.safe_load(params.read_text())["pretrain"]
-    m = pretrain_once(root, d / "data", params, work, cfg["seeds"][0], d)
-    config = AutoConfig.from_pretrained(work / "models/adapted" / str(cfg["seeds"][0]))
-    tokenizer = AutoTokenizer.from_pretrained(work / "models/adapted" / str(cfg["seeds"][0]))
+    first = cfg["seeds"][0]
+    if processes is None:
+        runs, wall = {first: pretrain_once(root, d / "data", params, work, first, d)}, None
+    else:
+        seeds = cfg["seeds"][:processes]
+        if len(seeds) < processes:
+            raise CheckError(f"pretrain: {processes} processes at once, but the profile has {len(seeds)} seeds")
+        runs, wall = pretrain_processes(root, d / "data", params, work, seeds, timeout=600)
+    m = runs[first]
+    config = AutoConfig.from_pretrained(work / "models/adapted" / str(first))
+    tokenizer = AutoTokenizer.from_pretrained(work / "models/adapted" / str(first))
     rows = [json.loads(line) for line in (folder / "data/pairs/train.jsonl").read_text().splitlines()]
     lengths = [
         len(x)
@@ -639,7 +696,8 @@ def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops:
         tflops = flops_per_token * tps / 1e12
         return {"tflops": round(tflops, 4), "percent_of_ceiling": round(100 * tflops / ceiling_tflops, 2)}
 
-    tps = m["train"]["tokens_per_second"]
+    rates = {s: r["train"]["tokens_per_second"] for s, r in runs.items()}
+    tps = sum(rates.values())
     out = {
         "steps": m["train"]["steps"],
         "batch_size": cfg["batch_size"] * cfg["grad_accum"],
@@ -653,17 +711,27 @@ def pretrain(root: Path, folder: Path, params: Path, work: Path, ceiling_tflops:
         **share(tps),
         "mlm_accuracy": [m["before"]["mlm_accuracy"], m["after"]["mlm_accuracy"]],
     }
-    if warm and len(cfg["seeds"]) > 1:
-        w = pretrain_once(root, d / "data", params, work, cfg["seeds"][1], work / "pretrain-warm")
-        wtps = w["train"]["tokens_per_second"]
-        out["warm_seed"] = {
-            "wall_seconds": w["wall_seconds"],
-            "train_seconds": w["train"]["train_seconds_this_run"],
-            "tokens_per_second": wtps,
-            **share(wtps),
-        }
-        # a stage's start-up on the device: the first run's time beyond the warm run's, same steps
-        out["first_seed_overhead_seconds"] = round(max(0.0, m["wall_seconds"] - w["wall_seconds"]), 1)
+    if processes is None:
+        return out
+    start = time.perf_counter()
+    pretrain_once(root, d / "data", params, work, first, d / str(first))  # finds its finished run
+    out.update(
+        processes=processes,
+        seeds={
+            str(s): {
+                "tokens_per_second": r["train"]["tokens_per_second"],
+                "train_seconds": r["train"]["train_seconds_this_run"],
+                "stage_wall_seconds": r["wall_seconds"],
+            }
+            for s, r in runs.items()
+        },
+        # the slowest seed's own rate: what each seed of a group trains at while they share the GPU
+        per_process_tokens_per_second=min(rates.values()),
+        # a stage's work beside its training loop (loading, held-out scoring before and after, saving)
+        startup_seconds=round(max(r["wall_seconds"] - r["train"]["train_seconds_this_run"] for r in runs.values()), 1),
+        group_wall_seconds=round(wall, 1),
+        publish_seconds=round(time.perf_counter() - start, 1),
+    )
     return out
 
 
@@ -771,12 +839,22 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict, started: dict | Non
         return profile.get(key, base[section][field])
 
     pretrain_tokens = p("make_pairs.n_pairs") * p("pretrain.epochs") * load["pretrain_pieces_per_pair"]
-    # one stage per seed: each its start-up, then its tokens at the warm rate (older logs: the first run's)
-    per_seed = pretrain_tokens / pre.get("warm_seed", pre)["tokens_per_second"]
-    parts = {"pretrain": len(p("pretrain.seeds")) * (pre.get("first_seed_overhead_seconds", 0.0) + per_seed)}
+    seeds = len(p("pretrain.seeds"))
+    if "processes" in pre:  # the profile's seeds measured side by side, seed_processes at once
+        groups = math.ceil(seeds / pre["processes"])
+        # a group's first stage starts the others' processes after its own imports: they lag by one start
+        lag = started["seconds"] if started and pre["processes"] > 1 else 0.0
+        per_seed = pretrain_tokens / pre["per_process_tokens_per_second"]
+        parts = {
+            "pretrain": groups * (lag + pre["startup_seconds"] + per_seed)
+            + (seeds - groups) * pre["publish_seconds"]  # the later seeds' stages publish their finished runs
+        }
+    else:  # logs of older checks: one stage per seed, each its start-up, then its tokens at the warm rate
+        per_seed = pretrain_tokens / pre.get("warm_seed", pre)["tokens_per_second"]
+        parts = {"pretrain": seeds * (pre.get("first_seed_overhead_seconds", 0.0) + per_seed)}
     if started:  # one interpreter per stage: each pretraining seed, each dataset x arm
         fine_tuning = 2 * sum(len(p(f"{s}.datasets")) for s in DATASETS.values())
-        parts["stage processes starting"] = (len(p("pretrain.seeds")) + fine_tuning) * started["seconds"]
+        parts["stage processes starting"] = (seeds + fine_tuning) * started["seconds"]
     for name, counts in load["datasets"].items():
         section = counts["section"]
         t = tuned[section]
@@ -812,7 +890,8 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict, started: dict | Non
         "total_seconds": round(sum(parts.values()), 1),
         "total_minutes": round(sum(parts.values()) / 60, 1),
         "not_included": ["finetune_embeddings (committed CPU run: "
-                         f"{committed['finetune_embeddings']} s; not timed on the GPU)", "fetch_data, prepare_data, export_metrics (CPU)"]
+                         f"{committed['finetune_embeddings']} s; not timed on the GPU)", "fetch_data, prepare_data, export_metrics (CPU)",
+                         f"pretraining's checkpoints every {p('pretrain.save_steps')} steps but the last (the check saves its last step only)"]
         + [f"finetune_ner/{n} (not in the folder's counts)" for n in missing],
     }  # fmt: skip
 
@@ -983,7 +1062,10 @@ def run_steps(steps, folder, root, data_root, work, params, device, tiny, manife
         load_stage("base_model", root).main,
         ["--out", str(work / "models/baseline"), "--params", str(params)],
     )
-    pre = steps.run("pretrain", pretrain, root, data_root, params, work, ceiling["tflops"] if ceiling else float("nan"))
+    together = paper_profile(root).get("pretrain.seed_processes", 1)  # the profile's seeds at once, as it runs them
+    pre = steps.run(
+        "pretrain", pretrain, root, data_root, params, work, ceiling["tflops"] if ceiling else float("nan"), together
+    )
     tuned = steps.run("finetune", finetune, root, data_root, work / "models/baseline", params, work)
     if tuned is not None:
         steps.run("serve", serve_throughput, data_root, work, device)
@@ -1200,13 +1282,9 @@ def summary(log: dict) -> str:
     if s.get("pretrain", {}).get("ok"):
         p = s["pretrain"]
         lines.append(
-            f"pretrain: {p['tokens_per_second']:,.0f} tokens/s ({p['precision']}, batch {p['batch_size']}), {p['percent_of_ceiling']:.1f}% of ceiling"
-            + (
-                f"; a second seed in the same process: {p['warm_seed']['tokens_per_second']:,.0f} tokens/s, "
-                f"{p['warm_seed']['percent_of_ceiling']:.1f}%"
-                if "warm_seed" in p
-                else ""
-            )
+            f"pretrain, {p.get('processes', 1)} seeds' processes at once: {p['tokens_per_second']:,.0f} tokens/s summed "
+            f"({p['precision']}, batch {p['batch_size']}), {p['percent_of_ceiling']:.1f}% of ceiling"
+            + (f"; each seed {p['per_process_tokens_per_second']:,.0f} tokens/s or more" if "processes" in p else "")
         )
     for section in DATASETS.values():
         if s.get("finetune", {}).get("ok"):

@@ -111,7 +111,7 @@ def pretrain_run(params: Path, data_root: Path, work: Path, workers: int, steps:
 
     TrainingArguments.__post_init__ = post_init
     try:
-        r = gpu_check.pretrain(ROOT, data_root, q, work / f"pretrain-w{workers}-{steps}", float("nan"), warm=False)
+        r = gpu_check.pretrain(ROOT, data_root, q, work / f"pretrain-w{workers}-{steps}", float("nan"))
     finally:
         TrainingArguments.__post_init__ = original
     return {k: r[k] for k in ("steps", "tokens_per_second", "train_seconds", "wall_seconds")}

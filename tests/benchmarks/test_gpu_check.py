@@ -97,7 +97,7 @@ def test_check_params_are_the_paper_profile_with_the_checks_own(gc, tmp_path):
     path = gc.check_params(REPO, tmp_path / "model", gc.FULL, tmp_path)
     profile = gc.paper_profile()
     pre, design = load_pretrain(path)  # strict: every key known and valid
-    assert design.seeds == (13, 14)  # two pretraining runs: the first seed's (cold) and a warm one
+    assert design.seeds == (13, 14, 15)  # the profile's seeds, each its own process (the check starts them together)
     ner = load_section(FinetuneNerConfig, "finetune_ner", path)
     cls = load_section(FinetuneClassificationConfig, "finetune_classification", path)
     assert pre.batch_size == profile["pretrain.batch_size"] and pre.max_steps == gc.FULL.pretrain_steps
@@ -128,6 +128,13 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     warm = {"tokens_per_second": 1e6, "first_seed_overhead_seconds": 7.0, "warm_seed": {"tokens_per_second": 2e6}}
     out2 = gc.estimate(REPO, load, warm, {"finetune_ner": {"tokens_per_second": 100.0}})
     assert out2["seconds_by_stage"]["pretrain"] == round(runs * (7.0 + pairs * epochs * 200 / 2e6), 1)
+    # seeds side by side (the check's own measurement): each group pays its start-up, its side processes'
+    # interpreter start, and its seeds' tokens at the slowest seed's rate; the later seeds' stages publish
+    side = {"processes": 2, "per_process_tokens_per_second": 5e5, "startup_seconds": 6.0, "publish_seconds": 3.0}
+    out4 = gc.estimate(REPO, load, side, {"finetune_ner": {"tokens_per_second": 100.0}}, {"seconds": 12.0})
+    groups = math.ceil(runs / 2)
+    expected = groups * (12.0 + 6.0 + pairs * epochs * 200 / 5e5) + (runs - groups) * 3.0
+    assert out4["seconds_by_stage"]["pretrain"] == round(expected, 1)
     # each stage process's interpreter start: every pretraining seed, every dataset x arm
     out3 = gc.estimate(REPO, load, warm, {"finetune_ner": {"tokens_per_second": 100.0}}, {"seconds": 12.0})
     base = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -248,8 +255,13 @@ def test_cpu_dry_run_of_the_whole_check(gc, tiny_folder, tmp_path, monkeypatch):
     assert log["cpu_reference"]["environment"]["cpu_threads"] == max(1, (os.cpu_count() or 1) // 2)
     assert all(v["ok"] for v in log["steps"]["scores"].values() if isinstance(v, dict))
     assert log["steps"]["pretrain"]["precision"] == "fp32" and log["steps"]["estimate"]["total_seconds"] > 0
-    pre = log["steps"]["pretrain"]
-    assert pre["warm_seed"]["tokens_per_second"] > 0 and pre["first_seed_overhead_seconds"] >= 0
+    # the profile's pretraining seeds, seed_processes of them at once, each a stage process of its own
+    pre, profile = log["steps"]["pretrain"], gc.paper_profile()
+    assert pre["processes"] == profile["pretrain.seed_processes"] == len(pre["seeds"]) > 1
+    assert 0 < pre["per_process_tokens_per_second"] == min(r["tokens_per_second"] for r in pre["seeds"].values())
+    assert pre["tokens_per_second"] == pytest.approx(sum(r["tokens_per_second"] for r in pre["seeds"].values()))
+    assert pre["group_wall_seconds"] > max(r["train_seconds"] for r in pre["seeds"].values())
+    assert pre["startup_seconds"] > 0 and pre["publish_seconds"] > 0
 
 
 @pytest.mark.slow
