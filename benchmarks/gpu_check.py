@@ -481,12 +481,25 @@ def check_params(root: Path, model: Path, sizes: Sizes, out: Path) -> Path:
     return path
 
 
-def tokens_seen(checkpoints: Path) -> int:
-    """Tokens the Trainer fed (non-padding), from its last checkpoint's trainer_state.json."""
+def trainer_state(checkpoints: Path) -> dict:
+    """The Trainer's state at its last checkpoint (trainer_state.json)."""
     states = sorted(checkpoints.rglob("trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1]))
     if not states:
         raise CheckError(f"{checkpoints}: no checkpoint with a trainer_state.json")
-    return int(json.loads(states[-1].read_text())["num_input_tokens_seen"])
+    return json.loads(states[-1].read_text())
+
+
+def tokens_seen(checkpoints: Path) -> int:
+    """Tokens the Trainer fed (non-padding), from its last checkpoint's trainer_state.json."""
+    return int(trainer_state(checkpoints)["num_input_tokens_seen"])
+
+
+def steady_rate(checkpoints: Path) -> float | None:
+    """A pretraining run's tokens/s once started: the mean of the rates it logged (each over one
+    logging interval) after the first, which holds the start (DataLoader workers spawning, kernels
+    loading). None when it logged fewer than two."""
+    rates = [e["tokens_per_second"] for e in trainer_state(checkpoints)["log_history"] if "tokens_per_second" in e]
+    return round(sum(rates[1:]) / len(rates[1:]), 1) if len(rates) > 1 else None
 
 
 def finetune_once(root: Path, folder: Path, model: Path, params: Path, d: Path, section: str, name: str) -> dict:
@@ -713,6 +726,7 @@ def pretrain(
     }
     if processes is None:
         return out
+    steady = {s: steady_rate(d / str(s) / "checkpoints") for s in runs}
     start = time.perf_counter()
     pretrain_once(root, d / "data", params, work, first, d / str(first))  # finds its finished run
     out.update(
@@ -720,6 +734,7 @@ def pretrain(
         seeds={
             str(s): {
                 "tokens_per_second": r["train"]["tokens_per_second"],
+                "steady_tokens_per_second": steady[s],
                 "train_seconds": r["train"]["train_seconds_this_run"],
                 "stage_wall_seconds": r["wall_seconds"],
             }
@@ -732,6 +747,13 @@ def pretrain(
         group_wall_seconds=round(wall, 1),
         publish_seconds=round(time.perf_counter() - start, 1),
     )
+    if all(steady.values()):  # the slowest seed once started, and what its start cost beyond that rate
+        slow = min(runs, key=lambda s: steady[s])
+        r = runs[slow]["train"]
+        out["per_process_steady_tokens_per_second"] = steady[slow]
+        out["training_start_seconds"] = round(
+            max(0.0, r["train_seconds_this_run"] - r["tokens_seen"] / steady[slow]), 1
+        )
     return out
 
 
@@ -844,7 +866,10 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict, started: dict | Non
         groups = math.ceil(seeds / pre["processes"])
         # a group's first stage starts the others' processes after its own imports: they lag by one start
         lag = started["seconds"] if started and pre["processes"] > 1 else 0.0
-        per_seed = pretrain_tokens / pre["per_process_tokens_per_second"]
+        if "per_process_steady_tokens_per_second" in pre:  # the rate once started, and the start apart
+            per_seed = pre["training_start_seconds"] + pretrain_tokens / pre["per_process_steady_tokens_per_second"]
+        else:
+            per_seed = pretrain_tokens / pre["per_process_tokens_per_second"]
         parts = {
             "pretrain": groups * (lag + pre["startup_seconds"] + per_seed)
             + (seeds - groups) * pre["publish_seconds"]  # the later seeds' stages publish their finished runs
@@ -1285,6 +1310,11 @@ def summary(log: dict) -> str:
             f"pretrain, {p.get('processes', 1)} seeds' processes at once: {p['tokens_per_second']:,.0f} tokens/s summed "
             f"({p['precision']}, batch {p['batch_size']}), {p['percent_of_ceiling']:.1f}% of ceiling"
             + (f"; each seed {p['per_process_tokens_per_second']:,.0f} tokens/s or more" if "processes" in p else "")
+            + (
+                f", {p['per_process_steady_tokens_per_second']:,.0f} once started"
+                if "per_process_steady_tokens_per_second" in p
+                else ""
+            )
         )
     for section in DATASETS.values():
         if s.get("finetune", {}).get("ok"):

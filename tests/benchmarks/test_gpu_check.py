@@ -135,6 +135,11 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     groups = math.ceil(runs / 2)
     expected = groups * (12.0 + 6.0 + pairs * epochs * 200 / 5e5) + (runs - groups) * 3.0
     assert out4["seconds_by_stage"]["pretrain"] == round(expected, 1)
+    # with the rate once started (the logged intervals after the first): the start is counted apart
+    side.update(per_process_steady_tokens_per_second=8e5, training_start_seconds=4.0)
+    out5 = gc.estimate(REPO, load, side, {"finetune_ner": {"tokens_per_second": 100.0}}, {"seconds": 12.0})
+    expected = groups * (12.0 + 6.0 + 4.0 + pairs * epochs * 200 / 8e5) + (runs - groups) * 3.0
+    assert out5["seconds_by_stage"]["pretrain"] == round(expected, 1)
     # each stage process's interpreter start: every pretraining seed, every dataset x arm
     out3 = gc.estimate(REPO, load, warm, {"finetune_ner": {"tokens_per_second": 100.0}}, {"seconds": 12.0})
     base = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -262,6 +267,9 @@ def test_cpu_dry_run_of_the_whole_check(gc, tiny_folder, tmp_path, monkeypatch):
     assert pre["tokens_per_second"] == pytest.approx(sum(r["tokens_per_second"] for r in pre["seeds"].values()))
     assert pre["group_wall_seconds"] > max(r["train_seconds"] for r in pre["seeds"].values())
     assert pre["startup_seconds"] > 0 and pre["publish_seconds"] > 0
+    steady = {s: r["steady_tokens_per_second"] for s, r in pre["seeds"].items()}
+    assert all(v > 0 for v in steady.values()) and pre["per_process_steady_tokens_per_second"] == min(steady.values())
+    assert 0 <= pre["training_start_seconds"] <= max(r["train_seconds"] for r in pre["seeds"].values())
 
 
 @pytest.mark.slow
