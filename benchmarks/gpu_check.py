@@ -589,19 +589,22 @@ def matmul_ceiling(device: str, tiny: bool) -> dict:
     }
 
 
+def pretrain_argv(data: Path, params: Path, work: Path, seed: int, d: Path) -> list[str]:
+    """The pretrain stage's arguments for one seed: its outputs under ``d``, its model under ``work``."""
+    return [
+        "--seed", str(seed),
+        "--data", str(data),
+        "--out", str(work / "models/adapted" / str(seed)),
+        "--checkpoints", str(d / "checkpoints"),
+        "--metrics", str(d / "metrics.json"),
+        "--plots", str(d / "plots"),
+        "--params", str(params),
+    ]  # fmt: skip
+
+
 def pretrain_once(root: Path, data: Path, params: Path, work: Path, seed: int, d: Path) -> dict:
     """One call of the pretrain stage's own main(argv) for the fixed number of steps, for one seed."""
-    load_stage("pretrain", root).main(
-        [
-            "--seed", str(seed),
-            "--data", str(data),
-            "--out", str(work / "models/adapted" / str(seed)),
-            "--checkpoints", str(d / "checkpoints"),
-            "--metrics", str(d / "metrics.json"),
-            "--plots", str(d / "plots"),
-            "--params", str(params),
-        ]
-    )  # fmt: skip
+    load_stage("pretrain", root).main(pretrain_argv(data, params, work, seed, d))
     return json.loads((d / "metrics.json").read_text())
 
 
@@ -621,16 +624,7 @@ def pretrain_processes(
         for seed in seeds:
             d = work / "pretrain" / str(seed)
             d.mkdir(parents=True, exist_ok=True)
-            cmd = [
-                sys.executable, str(root / "stages/pretrain.py"),
-                "--seed", str(seed),
-                "--data", str(data),
-                "--out", str(work / "models/adapted" / str(seed)),
-                "--checkpoints", str(d / "checkpoints"),
-                "--metrics", str(d / "metrics.json"),
-                "--plots", str(d / "plots"),
-                "--params", str(params),
-            ]  # fmt: skip
+            cmd = [sys.executable, str(root / "stages/pretrain.py"), *pretrain_argv(data, params, work, seed, d)]
             with (d / "stage.log").open("w", encoding="utf-8") as out:
                 procs[seed] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         for seed, proc in procs.items():
