@@ -959,13 +959,16 @@ def compare(tuned: dict, reference: dict) -> dict:
     return out
 
 
-def start_reference(folder: Path, data_root: Path, work: Path, device: str, tiny: bool) -> list[subprocess.Popen]:
+def start_reference(
+    folder: Path, data_root: Path, work: Path, device: str, tiny: bool, go: Path
+) -> list[subprocess.Popen]:
     """The CPU reference on the node's own CPU (fp32, no GPU), one process per task at once, each on its
     share of the cores (a MiniLM-sized model on every core of a node scales poorly; two tasks side by
-    side finish sooner than one after the other). Started after the GPU's timed steps so that they take
-    no CPU from them (the GPU run's data loading, its DataLoader workers and its per-word work are
-    CPU-side): the same script, stages, params, data and fp32-upcast weights, so the two runs differ only
-    in the device and bf16."""
+    side finish sooner than one after the other). Started after the ceiling, each prepares (interpreter,
+    imports, the fp32 model, the params) and waits for ``go``: it fine-tunes only after the GPU's timed
+    steps, so that it takes no CPU from them (the GPU run's data loading, its DataLoader workers and its
+    per-word work are CPU-side). The same script, stages, params, data and fp32-upcast weights, so the
+    two runs differ only in the device and bf16."""
     procs = []
     threads = max(1, (os.cpu_count() or 1) // len(DATASETS))
     for section in DATASETS.values():
@@ -978,7 +981,7 @@ def start_reference(folder: Path, data_root: Path, work: Path, device: str, tiny
             "--log",
             str(work / f"cpu-reference-{section}.json"),
         ]
-        cmd += ["--tiny"] if tiny else []
+        cmd += ["--go", str(go), *(["--tiny"] if tiny else [])]
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         with (work / f"cpu-reference-{section}.out").open("w") as out:
             procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
@@ -1007,14 +1010,28 @@ def reference_scores(procs: list[subprocess.Popen], work: Path, log: dict, timeo
     return reference
 
 
-def reference_run(data_root: Path, work: Path, tiny: bool, section: str) -> dict:
+def wait_for(go: Path, timeout: float = 3600.0) -> None:
+    """Waits until ``go`` exists; a CheckError when the process that started this one has ended first."""
+    parent, deadline = os.getppid(), time.monotonic() + timeout
+    while not go.exists():
+        if os.getppid() != parent or time.monotonic() > deadline:
+            raise CheckError(f"the check that started this reference ended before releasing it ({go})")
+        time.sleep(0.2)
+
+
+def reference_run(data_root: Path, work: Path, tiny: bool, section: str, go: Path | None = None) -> dict:
     """The CPU side of the comparison (``--reference SECTION``): fp32 fine-tuning of the same seed on the
-    same data with the same params, through the same stage."""
+    same data with the same params, through the same stage. With ``go``, everything before the
+    fine-tuning (imports, the fp32 model, the params) is done first, then it waits for that file."""
     root = Path(__file__).resolve().parents[1]
     work.mkdir(parents=True, exist_ok=True)
     to_fp32(data_root / "model", work / "model-fp32")
     params = check_params(root, work / "model-fp32", TINY if tiny else FULL, work)
-    load_stage("base_model", root).main(["--out", str(work / "models/baseline"), "--params", str(params)])
+    base_model = load_stage("base_model", root)
+    load_stage(section, root)  # the stage's imports (torch, transformers, the Trainer)
+    if go is not None:
+        wait_for(go)
+    base_model.main(["--out", str(work / "models/baseline"), "--params", str(params)])
     tuned = finetune(root, data_root, work / "models/baseline", params, work, warm=False, sections=[section])
     return {**tuned, "environment": environment("cpu")}
 
@@ -1076,6 +1093,24 @@ def run_check(
 def run_steps(steps, folder, root, data_root, work, params, device, tiny, manifest):
     log = steps.log
     ceiling = steps.run("ceiling", matmul_ceiling, device, tiny)
+    # the CPU reference's processes start now and prepare (interpreter, imports, the fp32 model) while
+    # the GPU steps run, then wait: they fine-tune only once the timed steps are done (``go``)
+    go = work / "cpu-reference.go"
+    go.unlink(missing_ok=True)
+    reference = start_reference(folder, data_root, work, device, tiny, go)
+    log["cpu_reference_prepared_from"] = list(log["steps"])
+    try:
+        return timed_steps(steps, reference, go, ceiling, folder, root, data_root, work, params, device, tiny, manifest)
+    finally:
+        for proc in reference:  # a failed run does not leave the reference running, nor waiting
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def timed_steps(steps, reference, go, ceiling, folder, root, data_root, work, params, device, tiny, manifest):
+    """The steps after the ceiling; the reference's processes wait for ``go`` until the timed ones are done."""
+    log = steps.log
     steps.run(
         "base_model",
         load_stage("base_model", root).main,
@@ -1093,13 +1128,8 @@ def run_steps(steps, folder, root, data_root, work, params, device, tiny, manife
         steps.run("estimate", estimate, root, manifest["workload"], pre, tuned, started)
     if tuned is not None:  # the timed steps are done: the reference may take every core
         log["cpu_reference_started_after"] = list(log["steps"])
-        reference = start_reference(folder, data_root, work, device, tiny)
-        try:
-            steps.run("scores", lambda: compare(tuned, reference_scores(reference, work, log, 900 if tiny else 330)))
-        finally:
-            for proc in reference:  # a failed run does not leave the reference running
-                if proc.poll() is None:
-                    proc.kill()
+        go.touch()
+        steps.run("scores", lambda: compare(tuned, reference_scores(reference, work, log, 900 if tiny else 330)))
     imported = imported_distributions()
     log["wheel_distributions_imported"] = missing_on_node(imported)
     if tiny:  # the dry run proves the wheel list: here everything is installed, so only the list can be wrong
@@ -1226,6 +1256,7 @@ def parse(argv):
     )
     # one of the run's own CPU reference processes: the task (a DATASETS section) it fine-tunes
     p.add_argument("--reference", choices=sorted(DATASETS.values()), help=argparse.SUPPRESS)
+    p.add_argument("--go", help=argparse.SUPPRESS)  # the reference fine-tunes once this file exists
     args = p.parse_args(argv)
     if (args.prepare is None) == (args.folder is None):
         p.error("give either --prepare DIR or a prepared folder to run")
@@ -1262,7 +1293,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.reference:
                 from minisci.io import write_json
 
-                write_json(args.log, reference_run(data_root, Path(work).resolve(), args.tiny, args.reference))
+                go = Path(args.go) if args.go else None
+                write_json(args.log, reference_run(data_root, Path(work).resolve(), args.tiny, args.reference, go))
                 return 0
             start = time.perf_counter()
             log, failed = run_check_at(

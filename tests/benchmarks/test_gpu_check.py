@@ -251,6 +251,7 @@ def test_cpu_dry_run_of_the_whole_check(gc, tiny_folder, tmp_path, monkeypatch):
         "imports",
     }
     assert {"pretrain", "finetune", "serve", "stage_start"} <= set(log["cpu_reference_started_after"])
+    assert log["cpu_reference_prepared_from"] == ["ceiling"]  # it prepares beside the GPU steps, then waits
     assert log["steps"]["stage_start"]["seconds"] > 0
     ner = log["steps"]["finetune"]["finetune_ner"]
     assert ner["warm_seed"]["wall_seconds"] > 0 and ner["first_seed_overhead_seconds"] >= 0
@@ -296,3 +297,13 @@ def test_cpu_dry_run_of_the_profile_beside_the_check(tiny_folder, tmp_path, monk
     assert first["tokens"] == second["tokens"] > 0 and steps["ner_concurrent_2"]["tokens"] == 2 * first["tokens"]
     for name in ("ner_cprofile.txt", "ner_torch_profile.txt", "pretrain_cprofile.txt"):
         assert (tmp_path / "out" / name).stat().st_size > 0
+
+
+def test_the_reference_waits_for_its_go_and_gives_up_when_never_released(gc, tmp_path):
+    import threading
+
+    go = tmp_path / "go"
+    threading.Timer(0.3, go.touch).start()
+    gc.wait_for(go, timeout=10)  # returns once the file exists
+    with pytest.raises(gc.CheckError, match="ended before releasing it"):
+        gc.wait_for(tmp_path / "never", timeout=0.5)
