@@ -287,8 +287,13 @@ def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    from minisci.training import checkpoint_problem
+
+    def whole_checkpoint() -> bool:  # a trainer_state.json alone may be caught half-written
+        return any(checkpoint_problem(c) is None for c in ckpts.glob("checkpoint-*") if c.is_dir())
+
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and not list(ckpts.glob("checkpoint-*/trainer_state.json")):
+    while time.time() < deadline and proc.poll() is None and not whole_checkpoint():
         time.sleep(0.2)
     assert proc.poll() is None, "the stage finished before it could be killed; raise the epochs"
     os.killpg(proc.pid, signal.SIGKILL)

@@ -107,13 +107,16 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     proc = subprocess.Popen(
         stage_cmd(tmp_path, params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
-    first = tmp_path / "ckpt/checkpoint-5/trainer_state.json"
+    # killed once the second checkpoint is begun: the first (step 5) is then whole, with what the
+    # callbacks save beside it (a kill on the first trainer_state.json alone could catch it half-written,
+    # and the rerun would rightly discard that checkpoint and start over)
+    second = tmp_path / "ckpt/checkpoint-10"
     deadline = time.time() + 120
-    while not first.is_file() and proc.poll() is None and time.time() < deadline:
+    while not second.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert first.is_file() and not (tmp_path / "adapted").exists(), "the run was not interrupted mid-way"
+    assert second.exists() and not (tmp_path / "adapted").exists(), "the run was not interrupted mid-way"
     # 3. re-running resumes from the newest complete checkpoint and finishes
     run_ok(stage_cmd(tmp_path, params))
     ref = json.loads((tmp_path / "ref.json").read_text())
