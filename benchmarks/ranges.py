@@ -51,6 +51,7 @@ METRICS = {
     "pretrain_compiled_ceiling_pct": ("pretraining under `torch.compile`, % of ceiling", ""),
     "pretrain_vs_naive": ("pretraining ours / naive (random batches padded to 128)", ""),
     "pretrain_fused_adamw": ("pretraining with fused AdamW / ours", ""),
+    "ner_scoring_vs_seqeval": ("NER dev scoring, ours / seqeval `classification_report`, identical reports", "≥ 3x"),
 }
 PERCENT = {k for k in METRICS if k.endswith("_pct")}
 
@@ -89,6 +90,8 @@ def _console_values(lines: list[str]) -> dict[str, float]:
             values["pretrain_vs_naive"] = float(m.group(1))
         if m := re.match(r"ours \+ fused AdamW.*\|\s+([\d.]+)x ours", s):
             values["pretrain_fused_adamw"] = float(m.group(1))
+        if m := re.match(r"ner scoring, ours / seqeval .*: ([\d.]+)x \(smallest\)", s):
+            values["ner_scoring_vs_seqeval"] = float(m.group(1))
         if s.startswith("fp32 ceiling:"):
             for part in s.split("|"):
                 if m := re.match(r"\s*(ours|no dropout|compiled) [\d.]+ GFLOP/s .*= (\d+)% of ceiling", part):

@@ -577,6 +577,11 @@ def test_pretrain_dropout_off_switches_the_chosen_layers_and_restores_them(bench
         ),
         ("finetune_throughput", ["--params", "{missing}"], "{missing}: params file not found"),
         (
+            "ner_scoring",
+            ["--prepared", "{missing}", "--datasets", "bc5cdr"],
+            "{missing}/bc5cdr: not a prepared dataset (run: dvc repro prepare_data)",
+        ),
+        (
             "finetune_throughput",
             ["--params", "{params}", "--model", "{model}", "--data", "{missing}"],
             "{missing}/dataset.json: not found",
@@ -717,3 +722,15 @@ def test_inference_benchmark_compares_a_crf_model_as_the_pipeline_decodes_it(
     assert len(ours) == 3 and "CRF Viterbi" in ours[2]
     assert all("identical to pipeline 100.00%" in line for line in ours[:2])
     assert "identical to pipeline 100.00%" not in ours[2]  # the transitions overrule some emissions
+
+
+def test_ner_scoring_benchmark_times_both_scorers_and_finds_them_identical(benchmarks, tmp_path, capsys):
+    """On a dataset prepared from the fixture mirror: both reports identical, a ratio printed."""
+    import ner_scoring
+    from conftest import FIXTURE_MIRROR, prepare
+
+    prepared = prepare(FIXTURE_MIRROR, "bc5cdr", tmp_path / "prepared" / "bc5cdr")
+    assert ner_scoring.main(["--prepared", str(prepared.parent), "--datasets", "bc5cdr", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "bc5cdr dev (" in out and "identical report: yes" in out
+    assert re.search(r"identical reports: [\d.]+x \(smallest\)", out)

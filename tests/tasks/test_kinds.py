@@ -88,6 +88,9 @@ def test_every_kind_encodes_decodes_counts_and_scores_as_its_metric_module(name,
     # predict and decode: one prediction per example
     model = HashModel(len(labels), per_token=kind.head.endswith("TokenClassification"), vocab=len(tokenizer))
     predictions = kind.predict(model, tokenizer, examples, dict(enumerate(labels)), cfg)
+    # the inputs encoded once (as the stage encodes dev once per seed) predict the same
+    features = kind.features(examples, tokenizer, cfg)
+    assert kind.predict(model, tokenizer, examples, dict(enumerate(labels)), cfg, features) == predictions
     pred = kind.decode(predictions)
     assert len(pred) == len(examples)
     metrics = kind.score(examples, pred, labels)

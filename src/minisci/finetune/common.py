@@ -399,9 +399,12 @@ def head_class(kind: TaskKind):
     return getattr(transformers, kind.auto_class)
 
 
-def score(kind: TaskKind, model, tokenizer, examples: list, id2label: dict[int, str], cfg) -> tuple[dict, list]:
-    """The kind's metrics of ``model`` on ``examples``, and its predictions."""
-    predictions = kind.predict(model, tokenizer, examples, id2label, cfg)
+def score(
+    kind: TaskKind, model, tokenizer, examples: list, id2label: dict[int, str], cfg, features: list | None = None
+) -> tuple[dict, list]:
+    """The kind's metrics of ``model`` on ``examples``, and its predictions; ``features``: the examples'
+    model inputs (``kind.features``), when already encoded."""
+    predictions = kind.predict(model, tokenizer, examples, id2label, cfg, features)
     return kind.score(examples, kind.decode(predictions), list(id2label.values())), predictions
 
 
@@ -427,6 +430,7 @@ def train_one_seed(kind: TaskKind, model_dir: Path, tokenizer, data, cfg, seed: 
         kind.encode(splits["train"], tokenizer, model.config.label2id, cfg.max_length)
     )
     weights = class_weights(kind.values(splits["train"]), labels, cfg.loss, cfg.beta)
+    dev = kind.features(splits["dev"], tokenizer, cfg)  # encoded once, scored every epoch
     # 3. train, choosing the epoch on dev
     best, dev_history, log_history = fit_and_select(
         model,
@@ -434,7 +438,7 @@ def train_one_seed(kind: TaskKind, model_dir: Path, tokenizer, data, cfg, seed: 
         train_ds,
         kind.collate(tokenizer),
         weights,
-        lambda m: score(kind, m, tokenizer, splits["dev"], id2label, cfg)[0],
+        lambda m: score(kind, m, tokenizer, splits["dev"], id2label, cfg, dev)[0],
         kind.selection_key,
         cfg,
         seed,

@@ -41,22 +41,38 @@ def classification_metrics(gold: list[str], pred: list[str], labels: list[str]) 
     return load_metric(classification_f1).compute(predictions=pred, references=gold, labels=labels)
 
 
+def text_features(texts: list[str], tokenizer, max_length: int) -> list[dict]:
+    """Model inputs of texts, truncated at ``max_length``, as :func:`predict` scores them."""
+    return [{"input_ids": ids} for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+
+
 def predict(
-    model, tokenizer, texts: list[str], id2label: dict[int, str], max_length: int, batch_size: int
+    model,
+    tokenizer,
+    texts: list[str],
+    id2label: dict[int, str],
+    max_length: int,
+    batch_size: int,
+    feats: list[dict] | None = None,
 ) -> tuple[list[str], list[list[float]]]:
+    """Each text's label and every label's probability; ``feats``: :func:`text_features` of the texts,
+    when already encoded."""
     from transformers import DataCollatorWithPadding
 
     from minisci.batching import sorted_logits
 
-    feats = [{"input_ids": ids} for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+    feats = text_features(texts, tokenizer, max_length) if feats is None else feats
     logits = sorted_logits(model, feats, DataCollatorWithPadding(tokenizer), batch_size)
     probs = [lg.softmax(-1).tolist() for lg in logits]
     return [id2label[max(range(len(p)), key=p.__getitem__)] for p in probs], probs
 
 
-def predictions(model, tokenizer, examples: list[Example], id2label: dict[int, str], cfg) -> list[tuple]:
+def predictions(
+    model, tokenizer, examples: list[Example], id2label: dict[int, str], cfg, features: list[dict] | None = None
+) -> list[tuple]:
     """(label, every label's probability) per example."""
-    pred, probs = predict(model, tokenizer, [e.text for e in examples], id2label, cfg.max_length, cfg.eval_batch_size)
+    texts = [e.text for e in examples]
+    pred, probs = predict(model, tokenizer, texts, id2label, cfg.max_length, cfg.eval_batch_size, features)
     return list(zip(pred, probs))
 
 
@@ -128,6 +144,7 @@ CLASSIFICATION = TaskKind(
     values=lambda split: [e.label for e in split],
     encode=encode,
     collate=collator,
+    features=lambda examples, tokenizer, cfg: text_features([e.text for e in examples], tokenizer, cfg.max_length),
     predict=predictions,
     decode=lambda predictions: [p for p, _ in predictions],
     score=lambda examples, pred, labels: classification_metrics([e.label for e in examples], pred, labels),

@@ -37,7 +37,8 @@ class TaskKind:
     values: Callable  # (training split) -> every training label value (class weights)
     encode: Callable  # (examples, tokenizer, label2id, max_length) -> training features
     collate: Callable  # (tokenizer) -> the training collator
-    predict: Callable  # (model, tokenizer, examples, id2label, cfg) -> one prediction per example
+    features: Callable  # (examples, tokenizer, cfg) -> the model inputs predict scores (dev: encoded once per seed)
+    predict: Callable  # (model, tokenizer, examples, id2label, cfg, features=None) -> one prediction per example
     decode: Callable  # (predictions) -> the predicted label(s) of each example
     score: Callable  # (examples, predicted labels, labels) -> the stage's metrics
     describe: Callable  # (data, cfg, tokenizer) -> extra metrics about the data

@@ -54,6 +54,7 @@ def text_pieces(texts: list[str], word_spans: list[list[tuple[int, int]]], token
     alone without it. A word without any piece (e.g. a zero-width character) gets the unknown token.
     """
     enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    unk = tokenizer.unk_token_id  # once: a tokenizer's special-token attributes are slow to read
     out = []
     for ids, offsets, spans_, text in zip(enc["input_ids"], enc["offset_mapping"], word_spans, texts):
         owner = [-1] * (len(text) + 1)
@@ -65,7 +66,7 @@ def text_pieces(texts: list[str], word_spans: list[list[tuple[int, int]]], token
             w = mine[0] if mine else next((o for o in owner[b:] if o >= 0), -1)
             if w >= 0:
                 pieces[w].append(piece)
-        out.append([p or [tokenizer.unk_token_id] for p in pieces])
+        out.append([p or [unk] for p in pieces])
     return out
 
 
@@ -100,17 +101,18 @@ def encode_sentences(
     words' pieces when already known (:func:`text_pieces` of a raw text), else :func:`word_pieces`."""
     feats = []
     budget = max_length - 2
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id  # read once, not per window
     all_pieces = word_pieces(sentences, tokenizer) if pieces is None else pieces
     for si, (s, pieces) in enumerate(zip(sentences, all_pieces)):
         for start, end in windows(pieces, max_length):
-            ids, labels, firsts = [tokenizer.cls_token_id], [IGNORE], []
+            ids, labels, firsts = [cls], [IGNORE], []
             for w in range(start, end):
                 p = pieces[w][:budget]
                 firsts.append(len(ids))
                 ids.extend(p)
                 tag_id = label2id[s.tags[w]] if label2id is not None else IGNORE
                 labels.extend([tag_id] + [IGNORE] * (len(p) - 1))
-            ids.append(tokenizer.sep_token_id)
+            ids.append(sep)
             labels.append(IGNORE)
             feats.append(
                 {"input_ids": ids, "labels": labels, "sentence": si, "word_start": start, "first_positions": firsts}
@@ -160,13 +162,21 @@ def ner_metrics(gold: list[list[str]], pred: list[list[str]]) -> dict:
 
 
 def predict(
-    model, tokenizer, sentences: list[NerSentence], id2label: dict[int, str], max_length: int, batch_size: int
+    model,
+    tokenizer,
+    sentences: list[NerSentence],
+    id2label: dict[int, str],
+    max_length: int,
+    batch_size: int,
+    feats: list[dict] | None = None,
 ) -> list[list[str]]:
+    """One valid IOB2 tag per word of each sentence; ``feats``: the sentences' windows
+    (:func:`encode_sentences` without labels), when already encoded."""
     from transformers import DataCollatorWithPadding
 
     from minisci.batching import sorted_logits
 
-    feats = encode_sentences(sentences, tokenizer, None, max_length)
+    feats = encode_sentences(sentences, tokenizer, None, max_length) if feats is None else feats
     logits = sorted_logits(model, feats, DataCollatorWithPadding(tokenizer), batch_size)
     crf = getattr(model, "crf", None)
     decode_batch = crf.decode_batch if crf is not None else None
@@ -263,8 +273,9 @@ NER = TaskKind(
     values=lambda split: [t for s in split for t in s.tags],
     encode=training_features,
     collate=collator,
-    predict=lambda model, tokenizer, sentences, id2label, cfg: predict(
-        model, tokenizer, sentences, id2label, cfg.max_length, cfg.eval_batch_size
+    features=lambda sentences, tokenizer, cfg: encode_sentences(sentences, tokenizer, None, cfg.max_length),
+    predict=lambda model, tokenizer, sentences, id2label, cfg, features=None: predict(
+        model, tokenizer, sentences, id2label, cfg.max_length, cfg.eval_batch_size, features
     ),
     decode=lambda predictions: predictions,
     score=lambda sentences, pred, labels: checked_metrics(sentences, pred),
