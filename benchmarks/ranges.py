@@ -52,6 +52,10 @@ METRICS = {
     "pretrain_vs_naive": ("pretraining ours / naive (random batches padded to 128)", ""),
     "pretrain_fused_adamw": ("pretraining with fused AdamW / ours", ""),
     "ner_scoring_vs_seqeval": ("NER dev scoring, ours / seqeval `classification_report`, identical reports", "≥ 3x"),
+    "collating_vs_transformers": (
+        "collating NER batches, ours / `DataCollatorForTokenClassification`, identical",
+        "≥ 5x",
+    ),
 }
 PERCENT = {k for k in METRICS if k.endswith("_pct")}
 
@@ -92,6 +96,8 @@ def _console_values(lines: list[str]) -> dict[str, float]:
             values["pretrain_fused_adamw"] = float(m.group(1))
         if m := re.match(r"ner scoring, ours / seqeval .*: ([\d.]+)x \(smallest\)", s):
             values["ner_scoring_vs_seqeval"] = float(m.group(1))
+        if m := re.match(r"collating, ours / transformers .*: ([\d.]+)x \(smallest\)", s):
+            values["collating_vs_transformers"] = float(m.group(1))
         if s.startswith("fp32 ceiling:"):
             for part in s.split("|"):
                 if m := re.match(r"\s*(ours|no dropout|compiled) [\d.]+ GFLOP/s .*= (\d+)% of ceiling", part):

@@ -577,8 +577,8 @@ def test_pretrain_dropout_off_switches_the_chosen_layers_and_restores_them(bench
         ),
         ("finetune_throughput", ["--params", "{missing}"], "{missing}: params file not found"),
         (
-            "ner_scoring",
-            ["--prepared", "{missing}", "--datasets", "bc5cdr"],
+            "finetune_cpu_side",
+            ["--prepared", "{missing}", "--datasets", "bc5cdr", "--model", "{model}"],
             "{missing}/bc5cdr: not a prepared dataset (run: dvc repro prepare_data)",
         ),
         (
@@ -724,13 +724,17 @@ def test_inference_benchmark_compares_a_crf_model_as_the_pipeline_decodes_it(
     assert "identical to pipeline 100.00%" not in ours[2]  # the transitions overrule some emissions
 
 
-def test_ner_scoring_benchmark_times_both_scorers_and_finds_them_identical(benchmarks, tmp_path, capsys):
-    """On a dataset prepared from the fixture mirror: both reports identical, a ratio printed."""
-    import ner_scoring
+def test_finetune_cpu_side_benchmark_times_both_sides_and_finds_them_identical(
+    benchmarks, tiny_model_dir, tmp_path, capsys
+):
+    """On a dataset prepared from the fixture mirror: identical reports and batches, the ratios printed."""
+    import finetune_cpu_side
     from conftest import FIXTURE_MIRROR, prepare
 
     prepared = prepare(FIXTURE_MIRROR, "bc5cdr", tmp_path / "prepared" / "bc5cdr")
-    assert ner_scoring.main(["--prepared", str(prepared.parent), "--datasets", "bc5cdr", "--repeats", "1"]) == 0
+    argv = ["--prepared", str(prepared.parent), "--datasets", "bc5cdr", "--repeats", "1", "--batch-size", "8"]
+    assert finetune_cpu_side.main([*argv, "--model", str(tiny_model_dir)]) == 0
     out = capsys.readouterr().out
-    assert "bc5cdr dev (" in out and "identical report: yes" in out
+    assert "bc5cdr dev (" in out and "identical report: yes" in out and "identical tensors: yes" in out
     assert re.search(r"identical reports: [\d.]+x \(smallest\)", out)
+    assert re.search(r"identical tensors: [\d.]+x \(smallest\)", out)

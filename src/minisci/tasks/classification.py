@@ -28,9 +28,9 @@ def encode(examples: list[Example], tokenizer, label2id: dict[str, int], max_len
 
 
 def collator(tokenizer):
-    from transformers import DataCollatorWithPadding
+    from minisci.batching import pad_collator
 
-    return DataCollatorWithPadding(tokenizer)
+    return pad_collator(tokenizer)
 
 
 def classification_metrics(gold: list[str], pred: list[str], labels: list[str]) -> dict:
@@ -57,12 +57,10 @@ def predict(
 ) -> tuple[list[str], list[list[float]]]:
     """Each text's label and every label's probability; ``feats``: :func:`text_features` of the texts,
     when already encoded."""
-    from transformers import DataCollatorWithPadding
-
-    from minisci.batching import sorted_logits
+    from minisci.batching import pad_collator, sorted_logits
 
     feats = text_features(texts, tokenizer, max_length) if feats is None else feats
-    logits = sorted_logits(model, feats, DataCollatorWithPadding(tokenizer), batch_size)
+    logits = sorted_logits(model, feats, pad_collator(tokenizer), batch_size)
     probs = [lg.softmax(-1).tolist() for lg in logits]
     return [id2label[max(range(len(p)), key=p.__getitem__)] for p in probs], probs
 

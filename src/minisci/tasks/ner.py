@@ -172,12 +172,10 @@ def predict(
 ) -> list[list[str]]:
     """One valid IOB2 tag per word of each sentence; ``feats``: the sentences' windows
     (:func:`encode_sentences` without labels), when already encoded."""
-    from transformers import DataCollatorWithPadding
-
-    from minisci.batching import sorted_logits
+    from minisci.batching import pad_collator, sorted_logits
 
     feats = encode_sentences(sentences, tokenizer, None, max_length) if feats is None else feats
-    logits = sorted_logits(model, feats, DataCollatorWithPadding(tokenizer), batch_size)
+    logits = sorted_logits(model, feats, pad_collator(tokenizer), batch_size)
     crf = getattr(model, "crf", None)
     decode_batch = crf.decode_batch if crf is not None else None
     return merge_predictions(feats, logits, [len(s.tokens) for s in sentences], id2label, decode_batch=decode_batch)
@@ -201,9 +199,9 @@ def label_list(types: list[str]) -> list[str]:
 
 
 def collator(tokenizer):
-    from transformers import DataCollatorForTokenClassification
+    from minisci.batching import pad_collator
 
-    return DataCollatorForTokenClassification(tokenizer)
+    return pad_collator(tokenizer, label_pad=IGNORE)
 
 
 def training_features(sentences, tokenizer, label2id: dict[str, int], max_length: int) -> list[dict]:
