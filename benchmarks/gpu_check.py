@@ -17,8 +17,8 @@ The run step, on the node, runs the stages' own ``main(argv)`` with the ``paper`
 the same run; pretraining (bf16 autocast, sparse MLM logits) with tokens/s and its share of that
 ceiling; fine-tuning of one seed per task with tokens/s, wall time and test scores against a CPU
 reference within :data:`TOLERANCE`, then a second seed in the same process (a stage's later seeds
-run warm); ``minisci ner``/``cite``/``index`` throughput; and the paper profile's estimated wall time
-from these rates. The CPU reference is the same fine-tuning of the first seed in fp32 on the node's
+run warm), and its dev subset scored once more apart (:func:`dev_scoring`); ``minisci
+ner``/``cite``/``index`` throughput; and the paper profile's estimated wall time from these rates. The CPU reference is the same fine-tuning of the first seed in fp32 on the node's
 own CPU, one process per task side by side, started when the timed steps are done (so it takes no CPU from them):
 same script, stages, params, data, library versions and bf16-rounded weights upcast exactly to fp32,
 so the two differ only in device and bf16. It writes one JSON log and exits 1 when a step fails or a score is out of tolerance
@@ -550,10 +550,61 @@ def finetune(root: Path, folder: Path, model: Path, params: Path, work: Path, wa
         warm = finetune_once(root, folder, model, warm_params, work / f"{section}-warm", section, name)
         out[section] = {
             **cold,
-            "warm_seed": {k: warm[k] for k in ("wall_seconds", "tokens_per_second", "test")},
+            "warm_seed": {k: warm[k] for k in ("wall_seconds", "tokens_per_second", "test", "tokens_trained")},
             # what a stage's first seed costs on top of a warm one: the process's start-up on the device
             "first_seed_overhead_seconds": round(max(0.0, cold["wall_seconds"] - warm["wall_seconds"]), 1),
         }
+    return out
+
+
+def dev_scoring(folder: Path, params: Path, work: Path, device: str) -> dict:
+    """Seconds to score each task's dev subset once with its warm seed's fine-tuned model, through the
+    stage's own scoring (``minisci.finetune.common.score`` on inputs encoded once, as a stage scores
+    dev at every epoch end; one untimed pass first, as every epoch end after the first is warm), and
+    the word pieces of the subset's dev and test. The estimate takes scoring apart from training with
+    it: a stage scores its dataset's dev every epoch and its test once, whatever its training set's size."""
+    import torch
+
+    import minisci.config
+    from minisci.config import load_section
+    from minisci.data.readers import load_prepared
+    from minisci.finetune.common import head_class, score
+    from minisci.finetune.crf import CrfForTokenClassification
+    from minisci.tasks.registry import KINDS
+
+    out = {}
+    for name, section in DATASETS.items():
+        kind = next(k for k in KINDS.values() if k.stage == section)
+        cfg = load_section(getattr(minisci.config, kind.config), section, params)
+        if getattr(cfg, "crf", False):
+            kind = dataclasses.replace(kind, head_class=CrfForTokenClassification)
+        model_dir = work / f"{section}-warm" / "model"
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        model = head_class(kind).from_pretrained(model_dir, use_safetensors=True, local_files_only=True).to(device)
+        data = load_prepared(folder / "data/prepared" / name, splits=("dev", "test"))
+        dev, id2label = data.splits["dev"], {int(i): v for i, v in model.config.id2label.items()}
+        features = kind.features(dev, tokenizer, cfg)
+        score(kind, model, tokenizer, dev, id2label, cfg, features)  # warm, as every epoch end after the first
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        metrics, _ = score(kind, model, tokenizer, dev, id2label, cfg, features)
+        seconds = time.perf_counter() - start
+        pieces = {
+            sp: piece_counts([getattr(x, "text", None) or " ".join(x.tokens) for x in rows], tokenizer, cfg.max_length)
+            for sp, rows in data.splits.items()
+        }
+        out[section] = {
+            "dataset": name,
+            "seconds": round(seconds, 3),
+            "dev_pieces": pieces["dev"],
+            "test_pieces": pieces["test"],
+            "pieces_per_second": round(pieces["dev"] / max(seconds, 1e-9), 1),
+            kind.selection_key: metrics[kind.selection_key],
+        }
+        del model
     return out
 
 
@@ -834,7 +885,15 @@ def paper_cpu_log(root: Path) -> Path | None:
     return logs[-1] if logs else None
 
 
-def estimate(root: Path, load: dict, pre: dict, tuned: dict, started: dict | None = None) -> dict:
+def estimate(
+    root: Path,
+    load: dict,
+    pre: dict,
+    tuned: dict,
+    started: dict | None = None,
+    scoring: dict | None = None,
+    check_epochs: dict | None = None,
+) -> dict:
     """The paper profile's wall time from the measured rates: each pretraining seed's stage as the
     start-up of a first run plus its tokens at the warm run's tokens/s; each
     fine-tuning stage (dataset x arm, one process) as its first seed's start-up on the device plus each
@@ -846,7 +905,14 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict, started: dict | Non
     (benchmarks/paper_cpu_stages.py's newest log; without one, the committed default run's scaled by
     size). Seeds run ``seed_processes``
     at a time, each at the warm rate: three NER seeds at once on an H100 each ran as fast as one alone
-    (benchmarks/gpu_profile.py, 2026-11-26); the check itself runs one seed at a time."""
+    (benchmarks/gpu_profile.py, 2026-11-26); the check itself runs one seed at a time.
+
+    With ``scoring`` (:func:`dev_scoring`) and the check's fine-tuning epochs (``check_epochs``), a
+    seed's scoring is taken apart from the rest: its dev every epoch and its test once, at the measured
+    scoring rate, each dataset by its own dev and test pieces; the warm seed's other seconds (training,
+    checkpoints, loading) are scaled by training pieces as before. Without them (older logs), the warm
+    seed's whole time is scaled by training pieces, which counts dev scoring in proportion to the
+    check dataset's dev set rather than each dataset's."""
     profile = paper_profile(root)
     base = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
 
@@ -877,8 +943,19 @@ def estimate(root: Path, load: dict, pre: dict, tuned: dict, started: dict | Non
     for name, counts in load["datasets"].items():
         section = counts["section"]
         t = tuned[section]
-        rate = t.get("warm_seed", t)["tokens_per_second"]  # logs of older runs have no warm seed
-        per_seed = counts["train"] * p(f"{section}.epochs") / rate
+        warm = t.get("warm_seed", t)  # logs of older runs have no warm seed
+        rate, epochs = warm["tokens_per_second"], p(f"{section}.epochs")
+        per_seed = counts["train"] * epochs / rate
+        sc = (scoring or {}).get(section)
+        if sc and check_epochs and "wall_seconds" in warm:  # scoring apart: dev every epoch, test once
+            score_rate = sc["pieces_per_second"]
+            scored = (check_epochs[section] * sc["dev_pieces"] + sc["test_pieces"]) / score_rate
+            rest = max(warm["wall_seconds"] - scored, 0.1 * warm["wall_seconds"])  # never below a tenth
+            trained = warm.get("tokens_trained", t["tokens_trained"])
+            per_seed = (
+                counts["train"] * epochs * rest / trained
+                + (epochs * counts.get("dev", 0) + counts.get("test", 0)) / score_rate
+            )
         # two arms, each one stage process: its first seed's start-up once, then the seeds at the warm
         # rate, seed_processes of them at once (each as fast as one alone, as gpu_profile.py measured)
         rounds = math.ceil(len(p(f"{section}.seeds")) / p(f"{section}.seed_processes"))
@@ -1121,11 +1198,14 @@ def timed_steps(steps, reference, go, ceiling, folder, root, data_root, work, pa
         "pretrain", pretrain, root, data_root, params, work, ceiling["tflops"] if ceiling else float("nan"), together
     )
     tuned = steps.run("finetune", finetune, root, data_root, work / "models/baseline", params, work)
+    scoring = None
     if tuned is not None:
+        scoring = steps.run("dev_scoring", dev_scoring, data_root, params, work, device)
         steps.run("serve", serve_throughput, data_root, work, device)
     started = steps.run("stage_start", stage_start, root)
     if pre is not None and tuned is not None:
-        steps.run("estimate", estimate, root, manifest["workload"], pre, tuned, started)
+        epochs = {s: yaml.safe_load(params.read_text(encoding="utf-8"))[s]["epochs"] for s in DATASETS.values()}
+        steps.run("estimate", estimate, root, manifest["workload"], pre, tuned, started, scoring, epochs)
     if tuned is not None:  # the timed steps are done: the reference may take every core
         log["cpu_reference_started_after"] = list(log["steps"])
         go.touch()

@@ -160,6 +160,34 @@ def test_estimate_divides_the_profiles_workload_by_the_measured_rates(gc):
     assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] == round(expected, 1)
 
 
+def test_estimate_takes_dev_scoring_apart_by_each_datasets_dev_and_test(gc):
+    """With the check's dev scoring measured: each dataset's dev every epoch and its test once at the
+    scoring rate, the warm seed's other seconds by training pieces; an older log keeps the old rule."""
+    load = {
+        "pretrain_pieces_per_pair": 200.0,
+        "datasets": {
+            "bc5cdr": {"section": "finetune_ner", "train": 1000, "dev": 1000, "test": 500},
+            "jnlpba": {"section": "finetune_ner", "train": 1000, "dev": 100, "test": 500},
+        },
+    }
+    warm = {"wall_seconds": 10.0, "tokens_per_second": 40.0, "tokens_trained": 400}
+    tuned = {"finetune_ner": {"tokens_per_second": 20.0, "tokens_trained": 400, "warm_seed": warm}}
+    scoring = {"finetune_ner": {"pieces_per_second": 100.0, "dev_pieces": 100, "test_pieces": 50}}
+    out = gc.estimate(REPO, load, {"tokens_per_second": 1e6}, tuned, None, scoring, {"finetune_ner": 2.0})
+    profile = gc.paper_profile()
+    epochs = profile["finetune_ner.epochs"]
+    rounds = math.ceil(len(profile["finetune_ner.seeds"]) / profile["finetune_ner.seed_processes"])
+    rest = 10.0 - (2.0 * 100 + 50) / 100.0  # the check's warm seed less its 2 dev scorings and its test
+    for name, dev in (("bc5cdr", 1000), ("jnlpba", 100)):
+        per_seed = 1000 * epochs * rest / 400 + (epochs * dev + 500) / 100.0
+        assert out["seconds_by_stage"][f"finetune_ner/{name}"] == round(2 * rounds * per_seed, 1)
+    assert out["seconds_by_stage"]["finetune_ner/bc5cdr"] > out["seconds_by_stage"]["finetune_ner/jnlpba"]
+    # an older log (no scoring step): the warm seed's whole time by training pieces, the same for both
+    old = gc.estimate(REPO, load, {"tokens_per_second": 1e6}, tuned)
+    assert old["seconds_by_stage"]["finetune_ner/bc5cdr"] == old["seconds_by_stage"]["finetune_ner/jnlpba"]
+    assert old["seconds_by_stage"]["finetune_ner/jnlpba"] == round(2 * rounds * 1000 * epochs / 40.0, 1)
+
+
 def test_estimate_takes_the_paper_cpu_stages_from_their_newest_log(gc, tmp_path):
     """With benchmarks/paper_cpu_stages.py logs in the tree, the CPU-side stages are the newest log's
     times (pretrain_data included), not the committed default run's scaled."""
@@ -244,6 +272,7 @@ def test_cpu_dry_run_of_the_whole_check(gc, tiny_folder, tmp_path, monkeypatch):
         "base_model",
         "pretrain",
         "finetune",
+        "dev_scoring",
         "serve",
         "stage_start",
         "estimate",
@@ -256,6 +285,13 @@ def test_cpu_dry_run_of_the_whole_check(gc, tiny_folder, tmp_path, monkeypatch):
     ner = log["steps"]["finetune"]["finetune_ner"]
     assert ner["warm_seed"]["wall_seconds"] > 0 and ner["first_seed_overhead_seconds"] >= 0
     assert "warm_seed" not in log["cpu_reference"]["finetune_ner"]
+    # dev scored apart, through the stage's own scoring, with the warm seed's model
+    for section, scored in log["steps"]["dev_scoring"].items():
+        if section == "ok" or section == "seconds":
+            continue
+        assert scored["seconds"] > 0 and scored["dev_pieces"] > 0 and scored["test_pieces"] > 0
+        tuned = log["steps"]["finetune"][section]
+        assert tuned["warm_seed"]["tokens_trained"] > 0
     # the reference: one process per task side by side, each on its share of the cores
     assert log["cpu_reference"]["environment"]["processes"] == 2
     assert log["cpu_reference"]["environment"]["cpu_threads"] == max(1, (os.cpu_count() or 1) // 2)
