@@ -564,6 +564,7 @@ def dev_scoring(folder: Path, params: Path, work: Path, device: str) -> dict:
     the word pieces of the subset's dev and test. The estimate takes scoring apart from training with
     it: a stage scores its dataset's dev every epoch and its test once, whatever its training set's size."""
     import torch
+    from transformers import AutoTokenizer
 
     import minisci.config
     from minisci.config import load_section
@@ -579,8 +580,6 @@ def dev_scoring(folder: Path, params: Path, work: Path, device: str) -> dict:
         if getattr(cfg, "crf", False):
             kind = dataclasses.replace(kind, head_class=CrfForTokenClassification)
         model_dir = work / f"{section}-warm" / "model"
-        from transformers import AutoTokenizer
-
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         model = head_class(kind).from_pretrained(model_dir, use_safetensors=True, local_files_only=True).to(device)
         data = load_prepared(folder / "data/prepared" / name, splits=("dev", "test"))

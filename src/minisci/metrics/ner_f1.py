@@ -74,7 +74,7 @@ def strict_report(gold: list[list[str]], pred: list[list[str]]) -> dict:
     check_consistent_length(gold, pred)  # before the entities, as seqeval does
     true, predicted = entities(gold, pred)
     kw = {"scheme": IOB2, "zero_division": 0, "entities_true": true, "entities_pred": predicted}
-    names = sorted(kw["entities_true"].unique_tags | kw["entities_pred"].unique_tags)
+    names = sorted(true.unique_tags | predicted.unique_tags)
     report = {}
     for row in zip(names, *precision_recall_fscore_support(gold, pred, average=None, **kw)):
         report[row[0]] = dict(zip(("precision", "recall", "f1-score", "support"), row[1:]))
