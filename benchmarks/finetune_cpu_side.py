@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from minisci.batching import PadCollator
     from minisci.data.readers import load_prepared, to_iob2
-    from minisci.metrics.ner_f1 import strict_report
+    from minisci.metrics.scores import strict_report
     from minisci.tasks.ner import IGNORE, training_features
 
     if not (Path(args.model) / "tokenizer_config.json").is_file():

@@ -22,6 +22,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+# The test projects' DVC sends no usage reports: `dvc init`, before make_project turns analytics off,
+# would start a reporting process and leave its file in the system's temporary folder.
+os.environ["DVC_NO_ANALYTICS"] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -25,8 +25,7 @@ from minisci.config import (
 )
 from minisci.data.readers import load_prepared
 from minisci.io import atomic_path
-from minisci.metrics.classification_f1 import classification_scores
-from minisci.metrics.ner_f1 import ner_scores
+from minisci.metrics.scores import classification_scores, ner_scores
 from minisci.pretrain.data import build_pretraining_data
 from minisci.pretrain.seeds import SEED_KEYS, load_pretrain
 from minisci.report import export

@@ -7,6 +7,7 @@ import fetch_data  # noqa: E402
 import pytest
 from conftest import REPO, TINY_MODEL
 
+from minisci import config
 from minisci.config import (
     FetchDataConfig,
     ModelConfig,
@@ -104,6 +105,35 @@ def test_scratch_config_is_checked_against_bert_config(scratch, match):
     cfg = from_dict(ModelConfig, {**TINY_MODEL, "scratch_config": {**TINY_MODEL["scratch_config"], **scratch}}, "model")
     with pytest.raises(ConfigError, match=match):
         check_scratch_config(cfg.scratch_config)
+
+
+def test_the_bert_config_table_is_the_installed_transformers_own():
+    """The table check_scratch_config reads in place of importing BertConfig is the pinned
+    transformers' (requirements.txt), and that is the one installed. After a transformers upgrade,
+    write the new version, ``sorted(BertConfig().to_dict())`` and the sizes' defaults into
+    ``minisci.config.pinned_bert_config``."""
+    from importlib.metadata import version
+
+    from transformers import BertConfig
+
+    pinned = next(
+        line for line in (REPO / "requirements.txt").read_text().splitlines() if line.startswith("transformers==")
+    )
+    assert (
+        pinned
+        == f"transformers=={config.pinned_bert_config()['transformers']}"
+        == f"transformers=={version('transformers')}"
+    )
+    defaults = BertConfig().to_dict()
+    assert config.bert_config_fields() == (set(defaults), {k: defaults[k] for k in config._SCRATCH_SIZES})
+
+
+def test_another_transformers_is_asked_for_its_bert_config(monkeypatch):
+    monkeypatch.setattr(config, "pinned_bert_config", lambda: {"transformers": "0.0", "keys": [], "sizes": {}})
+    keys, sizes = config.bert_config_fields()
+    assert "hidden_size" in keys and sizes["num_attention_heads"] == 12
+    with pytest.raises(ConfigError, match=r"unknown or reserved keys \['hiden_size'\]"):
+        check_scratch_config({"hiden_size": 32})
 
 
 def test_tiny_scratch_config_is_accepted():

@@ -29,12 +29,20 @@ def test_light_modules_do_not_import_heavy_packages(module):
 
 
 def test_checking_a_known_base_model_does_not_import_torch(tmp_path):
-    """code_fingerprint's check of model.base reads transformers' table of model types, not the
-    config classes (which import torch)."""
+    """code_fingerprint's check of model.base reads transformers' generated table of model types as
+    text: neither transformers nor torch is imported."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     (tmp_path / "model.safetensors").write_bytes(b"")
     code = f"from minisci.pretrain.model import check_base_model\ncheck_base_model('base', __import__('pathlib').Path({str(tmp_path)!r}))"
-    assert "torch" not in imported(code)
+    assert not imported(code) & {"torch", "transformers"}
+
+
+def test_the_model_types_read_as_text_are_the_generated_tables():
+    from transformers.models.auto.auto_mappings import CONFIG_MAPPING_NAMES
+
+    from minisci.pretrain.model import _generated_model_types
+
+    assert _generated_model_types() == set(CONFIG_MAPPING_NAMES) and "bert" in CONFIG_MAPPING_NAMES
 
 
 @pytest.mark.parametrize(
@@ -49,9 +57,16 @@ def test_known_model_types_are_transformers_own(model_type, known):
     assert _known_model_type(model_type) is known is (model_type in CONFIG_MAPPING_NAMES)
 
 
+def test_checking_a_scratch_config_does_not_import_torch():
+    """code_fingerprint checks a scratch config against BertConfig's keys from a table read from the
+    pinned transformers (tests/test_config_loading.py compares the two)."""
+    code = "from minisci.config import check_scratch_config\ncheck_scratch_config({'hidden_size': 32, 'num_attention_heads': 4})"
+    assert not imported(code) & {"torch", "transformers"}
+
+
 def test_loading_a_scratch_model_section_does_not_import_torch():
     """export_metrics and pretrain_data read the model section; checking a scratch config against
-    BertConfig (torch) is left to code_fingerprint and to building the model."""
+    BertConfig is left to code_fingerprint and to building the model."""
     code = (
         "from minisci.config import ModelConfig, from_dict\n"
         "from_dict(ModelConfig, {'base': 'scratch', 'tokenizer': 't', 'scratch_config': {'hidden_size': 32}}, 'model')"

@@ -324,9 +324,8 @@ class ModelConfig:
         if self.base == "scratch":
             _check(isinstance(self.scratch_config, dict), "model", "base: scratch needs a scratch_config mapping")
             _check(self.tokenizer is not None, "model", "base: scratch needs a tokenizer")
-        # The scratch config's keys are checked against BertConfig by check_scratch_config, which
-        # imports transformers and torch (4 s on 2 cores): where a model is built and in the
-        # code_fingerprint stage, not at every load of this section.
+        # The scratch config's keys are checked against BertConfig by check_scratch_config: where a
+        # model is built and in the code_fingerprint stage, not at every load of this section.
 
 
 # BertConfig fields that scratch_config must not set: the tokenizer fixes the vocabulary, the rest is bookkeeping.
@@ -334,14 +333,49 @@ _SCRATCH_RESERVED = {"vocab_size", "_name_or_path", "transformers_version", "mod
 _SCRATCH_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
+def pinned_bert_config() -> dict:
+    """``BertConfig().to_dict()``'s keys and the sizes' defaults in the transformers that requirements.txt
+    pins, so that the always-run code_fingerprint stage checks a scratch config without importing
+    transformers and torch (4 s on 2 cores). Any other transformers version is asked directly;
+    tests/test_config_loading.py compares this table with the installed BertConfig."""
+    return {
+        "transformers": "5.23.0",
+        "keys": (
+            "_name_or_path add_cross_attention architectures attention_probs_dropout_prob bos_token_id "
+            "chunk_size_feed_forward classifier_dropout dtype eos_token_id hidden_act hidden_dropout_prob "
+            "hidden_size id2label initializer_range intermediate_size is_decoder is_encoder_decoder label2id "
+            "layer_norm_eps max_position_embeddings model_type num_attention_heads num_hidden_layers "
+            "output_attentions output_hidden_states pad_token_id problem_type return_dict tie_word_embeddings "
+            "transformers_version type_vocab_size use_cache vocab_size"
+        ).split(),
+        "sizes": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
+    }
+
+
+def bert_config_fields() -> tuple[set[str], dict]:
+    """(BertConfig's keys, the defaults of :data:`_SCRATCH_SIZES`): from :func:`pinned_bert_config` when
+    the installed transformers is the one it was read from, else from BertConfig itself."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("transformers")
+    except PackageNotFoundError:
+        installed = None
+    pinned = pinned_bert_config()
+    if installed == pinned["transformers"]:
+        return set(pinned["keys"]), pinned["sizes"]
+    from transformers import BertConfig  # imports torch: seconds
+
+    defaults = BertConfig().to_dict()
+    return set(defaults), {key: defaults[key] for key in _SCRATCH_SIZES}
+
+
 def check_scratch_config(sc: dict) -> None:
     """``model.scratch_config``'s keys are BertConfig's own (BertConfig accepts any keyword silently, so
     a typo would build a BERT-base-sized model); sizes are positive and the hidden size splits evenly
     into heads."""
-    from transformers import BertConfig  # only for scratch models; the import is slow
-
-    defaults = BertConfig().to_dict()
-    unknown = sorted(set(sc) - (set(defaults) - _SCRATCH_RESERVED))
+    keys, defaults = bert_config_fields()
+    unknown = sorted(set(sc) - (keys - _SCRATCH_RESERVED))
     _check(not unknown, "model", f"scratch_config has unknown or reserved keys {unknown}; see transformers.BertConfig")
     for key in _SCRATCH_SIZES:
         value = sc.get(key, defaults[key])

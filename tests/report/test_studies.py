@@ -331,7 +331,7 @@ def test_classification_study_scores_macro_f1_and_accuracy(monkeypatch):
 def test_classification_study_averages_over_the_labels_in_gold_as_the_stage_does():
     """A class that is absent from the test gold (but predicted by one side) is left out of the macro
     average for both sides: the same fixed class set as the stage's macro-F1."""
-    from minisci.metrics.classification_f1 import classification_scores
+    from minisci.metrics.scores import classification_scores
 
     labels = ["background", "method", "result", "other"]
     gold = ["background", "background", "method", "result"]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from minisci.metrics.classification_f1 import classification_scores
+from minisci.metrics.scores import classification_scores
 from minisci.report.bootstrap import (
     equivalence_p,
     holm,

@@ -18,7 +18,7 @@ from conftest import REPO, synthetic_embeddings_metrics
 from minisci.config import ExportMetricsConfig
 from minisci.data.readers import Example, NerSentence, to_iob2
 from minisci.fingerprint import minisci_imports, module_file
-from minisci.metrics.classification_f1 import classification_scores
+from minisci.metrics.scores import classification_scores
 from minisci.report import export, studies
 from minisci.tasks import counting, registry
 from minisci.tasks.classification import CLASSIFICATION

@@ -16,11 +16,11 @@ from minisci.config import FinetuneNerConfig
 from minisci.data.readers import load_prepared
 from minisci.finetune.common import FinetuneResult, SeedWorkers, run_seeds
 from minisci.finetune.crf import CrfForTokenClassification
-from minisci.metrics import ner_f1  # noqa: F401  (see below)
+from minisci.metrics import scores  # noqa: F401  (see below)
 from minisci.pretrain.seeds import PretrainSeeds
 from minisci.tasks.ner import NER
 
-# The metric module is imported here, before any seed is set, not first when dev is scored: importing
+# The scoring module is imported here, before any seed is set, not first when dev is scored: importing
 # it (scikit-learn) draws from Python's global random state, which the checkpoints save and restore.
 
 

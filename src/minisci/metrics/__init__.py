@@ -1,5 +1,6 @@
-"""The project's metrics as ``evaluate`` modules, one file each, loaded by path (never from the hub):
-``evaluate.load(minisci.metrics.ner_f1.__file__)``. They ship as ordinary package modules."""
+"""The project's metrics: :mod:`minisci.metrics.scores` computes them (what the stages call), and
+``ner_f1`` and ``classification_f1`` wrap them as ``evaluate`` modules, one file each, loaded by path
+(never from the hub): ``evaluate.load(minisci.metrics.ner_f1.__file__)``."""
 
 from __future__ import annotations
 

@@ -34,11 +34,12 @@ def collator(tokenizer):
 
 
 def classification_metrics(gold: list[str], pred: list[str], labels: list[str]) -> dict:
-    """Accuracy, macro/micro-F1, per-class scores and confusion matrix, computed by the package's own
-    ``evaluate`` module (:mod:`minisci.metrics.classification_f1`)."""
-    from minisci.metrics import classification_f1, load_metric
+    """Accuracy, macro/micro-F1, per-class scores and confusion matrix
+    (:func:`minisci.metrics.scores.classification_scores`, what the ``evaluate`` metric
+    ``classification_f1`` computes)."""
+    from minisci.metrics.scores import classification_scores
 
-    return load_metric(classification_f1).compute(predictions=pred, references=gold, labels=labels)
+    return classification_scores(gold, pred, labels)
 
 
 def text_features(texts: list[str], tokenizer, max_length: int) -> list[dict]:

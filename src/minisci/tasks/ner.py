@@ -154,11 +154,11 @@ def merge_predictions(
 
 
 def ner_metrics(gold: list[list[str]], pred: list[list[str]]) -> dict:
-    """Entity-level micro/macro P/R/F1 (strict IOB2), per-type P/R/F1, token accuracy, computed by the
-    package's own ``evaluate`` module (:mod:`minisci.metrics.ner_f1`)."""
-    from minisci.metrics import load_metric, ner_f1
+    """Entity-level micro/macro P/R/F1 (strict IOB2), per-type P/R/F1, token accuracy
+    (:func:`minisci.metrics.scores.ner_scores`, what the ``evaluate`` metric ``ner_f1`` computes)."""
+    from minisci.metrics.scores import ner_scores
 
-    return load_metric(ner_f1).compute(predictions=pred, references=gold)
+    return ner_scores(gold, pred)
 
 
 def predict(
