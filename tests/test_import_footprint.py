@@ -37,12 +37,15 @@ def test_checking_a_known_base_model_does_not_import_torch(tmp_path):
     assert not imported(code) & {"torch", "transformers"}
 
 
-def test_the_model_types_read_as_text_are_the_generated_tables():
+def test_the_model_types_read_as_text_are_the_generated_tables_literal():
+    """The literal the generated module starts its table with (it adds a few more when run: those, and
+    the aliases, are the full mapping's to answer)."""
     from transformers.models.auto.auto_mappings import CONFIG_MAPPING_NAMES
 
     from minisci.pretrain.model import _generated_model_types
 
-    assert _generated_model_types() == set(CONFIG_MAPPING_NAMES) and "bert" in CONFIG_MAPPING_NAMES
+    read = _generated_model_types()
+    assert len(read) > 500 and {"bert", "roberta", "modernbert", "deberta-v2"} <= read <= set(CONFIG_MAPPING_NAMES)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import yaml
 from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
 from helpers import KILL_CHILD, NEW, tree, write_old
 
+import minisci.io as mio
 from minisci.io import OUTPUT_MARKER, atomic_path, recover, sha256_file
 from minisci.stage import run_stage
 from minisci.training import checkpoint_to_resume, write_curves
@@ -42,7 +44,7 @@ def ops(proc: subprocess.CompletedProcess) -> int:
 
 
 @pytest.mark.parametrize("exchange", [True, False], ids=["rename-exchange", "move-aside"])
-def test_kill_after_every_filesystem_operation_leaves_old_or_new(tmp_path, exchange):
+def test_kill_after_every_filesystem_operation_leaves_old_or_new(tmp_path, exchange, monkeypatch):
     writer = tmp_path / "writer.py"
     writer.write_text(WRITER)
     probe = tmp_path / "probe"
@@ -59,6 +61,7 @@ def test_kill_after_every_filesystem_operation_leaves_old_or_new(tmp_path, excha
         assert proc.returncode == -9, proc.stderr
         if exchange:  # one atomic syscall: the path itself always holds a whole version
             assert tree(out) in (old, new), f"killed after operation {k}"
+        monkeypatch.setattr(mio, "_STARTED", time.time())  # a run started after the kill
         recover(out)  # what the next run does first (the move-aside fallback needs it)
         assert tree(out) in (old, new), f"killed after operation {k}"
         assert child(0, str(writer), str(out), json.dumps(NEW), exchange=exchange).returncode == 0

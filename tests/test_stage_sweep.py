@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
 from conftest import FIXTURE_MIRROR, REPO, fixture_manifest
 from helpers import KILL_CHILD, NEW, OLD, tree, write_old
 
+import minisci.io as mio
 from minisci.io import OUTPUT_MARKER, atomic_path, sweep
 
 # A stage of a DVC project: writes one directory output through run_stage (which sweeps first).
@@ -87,7 +89,43 @@ def test_a_running_write_is_not_swept(tmp_path):
     assert tree(tmp_path / "out")["a.txt"] == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
-def test_a_sweep_restores_the_aside_of_a_killed_fallback_swap(tmp_path):
+def test_a_temporary_changed_since_the_process_started_is_not_swept(tmp_path):
+    """Another process writing beside this one may be between creating its temporary and taking the
+    lock in it: a temporary without a lock is swept only if it is older than the sweeping process."""
+    young = tmp_path / ".b.json.abcdefgh.tmp"
+    young.mkdir()  # created after this process started, no lock yet
+    sweep(tmp_path)
+    assert young.is_dir()
+    os.utime(young, (mio._STARTED - 5, mio._STARTED - 5))  # the same, left before this process started
+    sweep(tmp_path)
+    assert not young.exists()
+
+
+WRITERS = """
+import sys
+from minisci.io import write_json
+for i in range(int(sys.argv[3])):
+    write_json(f"{sys.argv[1]}/w{sys.argv[2]}-{i % 5}.json", {"i": i})
+"""
+
+
+@pytest.mark.slow
+def test_processes_writing_beside_each_other_do_not_sweep_each_others_writes(tmp_path):
+    """Four processes writing their own files into one folder at once (as DDP ranks write their
+    loss windows into a checkpoint): none fails, none loses a file, no temporary is left."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITERS, str(tmp_path), str(w), "300"], env=env(), stderr=subprocess.PIPE
+        )
+        for w in range(4)
+    ]
+    stderr = [p.communicate()[1].decode() for p in procs]
+    errors = [err[-2000:] for p, err in zip(procs, stderr) if p.returncode]
+    assert not errors, errors[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"w{w}-{i}.json" for w in range(4) for i in range(5))
+
+
+def test_a_sweep_restores_the_aside_of_a_killed_fallback_swap(tmp_path, monkeypatch):
     """What a kill between the two renames of the move-aside fallback leaves: no output, the old
     one aside and the new one in an abandoned temporary."""
     (tmp_path / "models").mkdir()
@@ -97,6 +135,7 @@ def test_a_sweep_restores_the_aside_of_a_killed_fallback_swap(tmp_path):
     (tmp_path / "models" / ".a.k7x2m9qz.tmp").mkdir()
     (tmp_path / "models" / ".a.k7x2m9qz.tmp" / "half.txt").write_text("half")
     (tmp_path / "models" / ".b.abcdefgh.tmp").mkdir()  # a killed write of another output
+    monkeypatch.setattr(mio, "_STARTED", time.time())  # the next run's sweep
     sweep(tmp_path)
     assert tree(tmp_path / "models" / "a") == old
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["a"]

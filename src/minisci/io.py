@@ -17,6 +17,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,13 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 # A temporary of atomic_path: ``.NAME.<8 random characters>.tmp``, and the ``.old`` aside of the
 # move-aside fallback, named after it. The writer holds an exclusive lock on a file inside its
-# temporary for as long as it runs, so a temporary whose lock is free was left by a killed run.
+# temporary for as long as it runs, so a temporary whose lock is free was left by a killed run; but
+# only one last changed before this process started: a writer takes its lock just after creating the
+# folder, and another process writing beside this one may be caught between the two. One left by a
+# kill since this process started is cleared by the next run.
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}\.(?P<kind>tmp|old)$")
 _LOCK = ".minisci-writing"
+_STARTED = time.time()  # this process's start, near enough (this module is imported early)
 
 
 def _lock(tmp: Path):
@@ -60,16 +65,22 @@ def _lock(tmp: Path):
     try:
         import fcntl
 
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except ImportError:  # no flock (Windows): a live writer is then told apart by nothing
+        fcntl.flock(f, fcntl.LOCK_EX)  # a process probing it (_abandoned) holds it for an instant
+    except ImportError:  # no flock (Windows): a live writer is then told apart by its folder's time
         pass
     return f
 
 
 def _abandoned(tmp: Path) -> bool:
-    """Was ``tmp`` left by a run that no longer holds it (killed, or from a version without locks)?"""
+    """Was ``tmp`` left by a run that no longer holds it (killed, or from a version without locks)? Not
+    if it changed since this process started (see :data:`_TEMPORARY`)."""
     if not tmp.is_dir() or tmp.is_symlink():
         return True
+    try:
+        if tmp.stat().st_mtime >= _STARTED:
+            return False
+    except OSError:  # gone meanwhile: its writer finished
+        return False
     try:
         import fcntl
     except ImportError:
@@ -94,8 +105,9 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def recover_dir(directory: str | Path) -> None:
-    """Undo what killed :func:`atomic_path` writes left in ``directory``, for any output there.
+def recover_dir(directory: str | Path, name: str | None = None) -> None:
+    """Undo what killed :func:`atomic_path` writes left in ``directory``, for any output there (or
+    for the output ``name`` only).
 
     A kill in the move-aside fallback, after the old output was moved aside but before the new one
     was moved in, leaves no output and an ``.old`` aside: the aside goes back (the old content
@@ -105,7 +117,11 @@ def recover_dir(directory: str | Path) -> None:
     directory = Path(directory)
     if not directory.is_dir():
         return
-    found = [(m, directory / m.group(0)) for m in map(_TEMPORARY.match, sorted(os.listdir(directory))) if m]
+    found = [
+        (m, directory / m.group(0))
+        for m in map(_TEMPORARY.match, sorted(os.listdir(directory)))
+        if m and name in (None, m["name"])
+    ]
     for m, aside in found:
         if m["kind"] != "old" or not _abandoned(aside.with_suffix(".tmp")):
             continue
@@ -120,8 +136,11 @@ def recover_dir(directory: str | Path) -> None:
 
 
 def recover(path: str | Path) -> None:
-    """Undo what killed writes left beside ``path`` (:func:`recover_dir` of its folder)."""
-    recover_dir(Path(path).parent)
+    """Undo what killed writes of ``path`` left beside it. Other outputs' temporaries there are left to
+    the stage's :func:`sweep`: processes writing their own files into one folder at once (DDP ranks,
+    seed workers) never meet each other's."""
+    path = Path(path)
+    recover_dir(path.parent, path.name)
 
 
 def sweep(root: str | Path) -> None:
