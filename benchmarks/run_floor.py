@@ -151,6 +151,25 @@ def committed_seconds(root: Path) -> dict[str, float]:
     return out
 
 
+def committed_machines(root: Path) -> list[str]:
+    """The CPUs the committed training stages ran on (their metrics' ``environment``), e.g. ``AMD EPYC (avx2)``."""
+    seen = []
+    for path in sorted((root / "metrics").rglob("*.json")):
+        env = json.loads(path.read_text(encoding="utf-8")).get("environment")
+        if isinstance(env, dict) and env.get("cpu"):
+            name = f"{env['cpu']} ({env.get('cpu_flags') or 'no listed flags'})"
+            seen += [name] if name not in seen else []
+    return seen
+
+
+def machines_line(committed: list[str], here: str) -> str:
+    """Where the committed seconds come from, and whether that is this CPU."""
+    line = f"committed s: the committed run's wall times, measured on {', '.join(committed) or 'an unrecorded CPU'}"
+    if here and not any(name.startswith(f"{here} (") for name in committed):
+        line += f"; not this CPU ({here}), so `committed / floor` sets those times against this CPU's floor"
+    return line
+
+
 def check_outputs(root: Path, params: dict) -> None:
     """Everything this reads, before any work: a fresh clone has none of it until ``dvc repro``."""
     from minisci.errors import MinisciError
@@ -218,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
         + " at the fp32 peak"
     )
     seconds = committed_seconds(root)
+    from minisci.training import cpu_info
+
+    print(machines_line(committed_machines(root), cpu_info()[0]))
     floors = {
         stage: {k: (flops[stage] / v if stage in flops else s) for k, v in peaks.items()}
         for stage, s in seconds.items()

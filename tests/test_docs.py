@@ -512,6 +512,22 @@ def test_ranges_read_console_lines_and_recorded_values(tmp_path):
     assert "| 2 | 1.50x–2.50x | 1.50x–2.50x ([2026-01-02](runs/b.txt)) |" in table
 
 
+def test_ranges_count_native_bf16_fine_tuning_and_not_the_emulated_drift(tmp_path):
+    head = "# cpu: Test CPU\n# date: 2026-01-01\n"
+    (tmp_path / "native.txt").write_text(
+        head + "data: scicite, 7320 training texts, mean 56.2 word pieces | batch 32, 100 steps\n"
+        "  ours fp32:   2000.0 ±  1.0 (min 1999.0, max 2001.0) real tokens/s | ratio 1.00x | 100 steps in 60 s\n"
+        "  ours bf16:   1400.0 ±  1.0 (min 1399.0, max 1401.0) real tokens/s | ratio 0.70x | 100 steps in 85 s\n"
+    )
+    (tmp_path / "emulated.txt").write_text(
+        head + "data: bc5cdr, 3951 training windows, mean 35.7 word pieces | batch 32, 100 steps\n"
+        "  ours bf16 emulated (no native bf16, so drift only, not a speed):   1463.1 real tokens/s | ratio 0.85x\n"
+    )
+    table = _ranges().render(tmp_path)
+    assert "| fine-tuning SciCite, 100 steps, ours bf16 / ours fp32 (native bf16) | ≥ 1.5x | 1 | 0.70x |" in table
+    assert "BC5CDR, 100 steps, ours bf16" not in table
+
+
 # --- no history in the docs ------------------------------------------------------------------------
 
 HISTORY = re.compile(

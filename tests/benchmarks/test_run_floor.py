@@ -83,3 +83,19 @@ def test_a_rate_that_is_not_positive_is_a_usage_error(run_floor, rate, capsys):
         run_floor.main(["--at", rate])
     assert exit_info.value.code == 2
     assert "argument --at: expected a number > 0, got" in capsys.readouterr().err
+
+
+def test_the_committed_runs_cpu_is_named_and_another_cpu_is_flagged(run_floor, tmp_path):
+    import json
+
+    (tmp_path / "metrics/pretrain").mkdir(parents=True)
+    env = {"cpu": "AMD EPYC", "cpu_flags": "avx2", "precision": "fp32"}
+    for name in ("pretrain/13.json", "finetune_embeddings.json"):
+        (tmp_path / "metrics" / name).write_text(json.dumps({"wall_seconds": 1.0, "environment": env}))
+    (tmp_path / "metrics/make_pairs.json").write_text(json.dumps({"wall_seconds": 1.0}))
+    machines = run_floor.committed_machines(tmp_path)
+    assert machines == ["AMD EPYC (avx2)"]
+    same = run_floor.machines_line(machines, "AMD EPYC")
+    assert same == "committed s: the committed run's wall times, measured on AMD EPYC (avx2)"
+    other = run_floor.machines_line(machines, "Intel(R) Xeon(R) Processor")
+    assert other.startswith(same + "; not this CPU (Intel(R) Xeon(R) Processor), so `committed / floor`")

@@ -1,4 +1,5 @@
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ import torch
 from minisci.data.readers import load_prepared
 from minisci.errors import MinisciError
 from minisci.serve import cli
+from minisci.serve import precision as serve_precision
 from minisci.serve.inference import classify, tag, text_classifier, token_classifier
 from minisci.serve.precision import Bf16Linear, apply_precision
 from minisci.serve.search import embed, load_encoder, search
@@ -98,3 +100,34 @@ def test_index_records_precision_and_queries_use_it(tiny_model_dir, tmp_path):
     fp32 = embed(model, tok, [r["text"] for r in rows])
     bf16 = np.load(tmp_path / "idx/embeddings.npy")
     assert np.min(np.sum(fp32 * bf16, axis=1)) > 0.99
+
+
+def test_bf16_probe_times_both_precisions_on_this_cpu():
+    ratio = serve_precision.bf16_speed_ratio(64, 128, rows=32, repeats=2)
+    assert 0 < ratio < 1e6
+
+
+@pytest.mark.parametrize("ratio, warns", [(0.53, True), (1.8, False)])
+def test_bf16_warns_with_the_measured_ratio_only_where_it_is_slower(tiny_model_dir, monkeypatch, ratio, warns):
+    shapes = []
+    monkeypatch.setattr(serve_precision, "bf16_speed_ratio", lambda i, o: shapes.append((i, o)) or ratio)
+    model, _ = load_encoder(tiny_model_dir)
+    widest = max((m for m in linears(model)), key=lambda m: m.in_features * m.out_features)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        apply_precision(model, "bf16")
+    assert shapes == [(widest.in_features, widest.out_features)]  # the model's own widest layer is probed
+    messages = [str(w.message) for w in seen]
+    if warns:
+        assert len(messages) == 1 and "ran at 0.53x fp32's speed" in messages[0]
+    else:
+        assert messages == []
+    assert linears(model) == []  # converted either way: the warning informs, it does not refuse
+
+
+def test_cli_prints_the_bf16_warning_as_one_line(tiny_finetuned, monkeypatch, capsys):
+    monkeypatch.setattr(serve_precision, "bf16_speed_ratio", lambda i, o: 0.5)
+    model = str(tiny_finetuned["ner"])
+    assert cli.main(["ner", "--model", model, "--precision", "bf16", "--jsonl", "patients received aspirin"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: --precision bf16 will be slower than fp32 on this CPU: ")

@@ -17,6 +17,7 @@ import argparse
 import json
 import re
 import sys
+import warnings
 from pathlib import Path
 
 from minisci.errors import DataFormatError, MinisciError
@@ -346,9 +347,22 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(_run, argv, library_errors=LIBRARY_ERRORS)
 
 
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None, *, default=warnings.showwarning) -> None:
+    """minisci's own warnings as one ``warning: ...`` line on stderr; other libraries' as Python prints them."""
+    if Path(filename).resolve().is_relative_to(PACKAGE):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        default(message, category, filename, lineno, file, line)
+
+
 def _run(argv: list[str] | None) -> None:
     args = build_parser().parse_args(argv)
-    args.fn(args)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        args.fn(args)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@
   in bfloat16: weights stored in bf16, activations cast at each layer's input, outputs back to
   float32. LayerNorm, softmax, residual sums, pooling and the task head stay in float32, which keeps
   predictions within a fraction of a percent of fp32 (``benchmarks/inference_speed.py`` measures
-  it). Fast on CPUs with native bf16 (AVX512-BF16, AMX) and on GPUs; emulated, and slower,
-  elsewhere (a warning says so).
+  it). Fast on GPUs and on CPUs whose bf16 matrix products outrun fp32 (a Zen 4's AVX512-BF16; AMX).
+  Elsewhere it is slower: emulated where the CPU has no bf16 instructions, and at about half fp32's
+  speed on an Intel Xeon with AVX512-BF16 but no AMX (measured). A probe of the model's own layer
+  shape times both before converting, and a warning gives the ratio when bf16 is the slower.
 - ``int8``: dynamic int8 quantisation of the encoder's Linear layers (weights per output channel,
   activations per batch; PyTorch's x86/fbgemm kernels, CPU only). The fastest on CPU, with a
   measurable change in predictions: check the benchmark's agreement and score columns first.
@@ -16,6 +18,7 @@ Only the encoder (``model.base_model``) is converted; task heads keep their floa
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import torch
@@ -24,7 +27,9 @@ from torch import nn
 from minisci.errors import MinisciError
 from minisci.serve.models import PRECISIONS
 
-__all__ = ["PRECISIONS", "Bf16Linear", "apply_precision", "native_bf16"]
+__all__ = ["PRECISIONS", "Bf16Linear", "apply_precision", "bf16_speed_ratio", "native_bf16"]
+
+SLOWER = 0.9  # bf16 below this fraction of fp32's speed in the probe is reported (the probe's noise is a few %)
 
 
 class Bf16Linear(nn.Module):
@@ -59,6 +64,31 @@ def native_bf16() -> bool:
     return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
+def bf16_speed_ratio(in_features: int, out_features: int, rows: int = 256, repeats: int = 5) -> float:
+    """fp32 time / bf16 time of one ``rows`` x ``in_features`` -> ``out_features`` linear on this CPU (the best of
+    ``repeats`` each, after a warm-up): above 1 bf16 is the faster. Takes milliseconds where bf16 is native, about
+    a second where it is emulated."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, in_features, generator=gen)
+    w = torch.randn(out_features, in_features, generator=gen)
+    best = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        xd, wd = x.to(dtype), w.to(dtype)
+        nn.functional.linear(xd, wd)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            nn.functional.linear(xd, wd)
+            times.append(time.perf_counter() - start)
+        best[dtype] = min(times)
+    return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
+
+
+def _widest_linear(module: nn.Module) -> nn.Linear | None:
+    linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+    return max(linears, key=lambda m: m.in_features * m.out_features, default=None)
+
+
 def apply_precision(model: nn.Module, precision: str) -> nn.Module:
     """Convert ``model``'s encoder in place to ``precision`` (see the module docstring); returns it."""
     if precision not in PRECISIONS:
@@ -68,12 +98,17 @@ def apply_precision(model: nn.Module, precision: str) -> nn.Module:
     encoder = getattr(model, "base_model", model)
     device = next(model.parameters()).device
     if precision == "bf16":
-        if device.type == "cpu" and not native_bf16():
-            warnings.warn(
-                "this CPU has no native bf16 matrix products; --precision bf16 will be slower than fp32", stacklevel=2
-            )
-        if _swap_linears(encoder) == 0:
+        widest = _widest_linear(encoder)
+        if widest is None:
             raise MinisciError("--precision bf16: the model has no Linear layers to convert")
+        if device.type == "cpu" and (ratio := bf16_speed_ratio(widest.in_features, widest.out_features)) < SLOWER:
+            why = "emulated: no native bf16" if not native_bf16() else "native bf16, slower than fp32 here"
+            warnings.warn(
+                f"--precision bf16 will be slower than fp32 on this CPU: its bf16 matrix products ran at {ratio:.2f}x "
+                f"fp32's speed in a probe of the model's {widest.in_features}x{widest.out_features} layer ({why})",
+                stacklevel=2,
+            )
+        _swap_linears(encoder)
         return model
     if device.type != "cpu":
         raise MinisciError("--precision int8 runs on CPU only (dynamic quantisation); use bf16 on a GPU")
