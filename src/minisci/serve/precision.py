@@ -66,8 +66,8 @@ def native_bf16() -> bool:
 
 def bf16_speed_ratio(in_features: int, out_features: int, rows: int = 256, repeats: int = 5) -> float:
     """fp32 time / bf16 time of one ``rows`` x ``in_features`` -> ``out_features`` linear on this CPU (the best of
-    ``repeats`` each, after a warm-up): above 1 bf16 is the faster. Takes milliseconds where bf16 is native, about
-    a second where it is emulated."""
+    ``repeats`` each, after a warm-up): above 1 bf16 is the faster. Tens of milliseconds where bf16 is native
+    (28 ms for MiniLM's widest layer, 94 ms for BERT-base's, on a 2-core Xeon), longer where it is emulated."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(rows, in_features, generator=gen)
     w = torch.randn(out_features, in_features, generator=gen)
