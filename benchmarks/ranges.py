@@ -65,15 +65,15 @@ PERCENT = {k for k in METRICS if k.endswith("_pct")}
 def _console_values(lines: list[str]) -> dict[str, float]:
     """Values from one benchmark's console output."""
     values: dict[str, float] = {}
-    block, batched, data = "", None, ""
+    block, batched, data, task = "", None, "", "bc5cdr"
     has_stock = any(line.strip().startswith("stock Trainer fp32:") for line in lines)
     for line in lines:
         s = line.strip()
         head = re.match(r"^(ner|cite|sentences|documents):", line)
         if head:
             block, batched = head.group(1), None
-        if s.startswith("data:"):
-            data = s
+        if s.startswith("data:"):  # a fine-tuning run's dataset
+            data, task = s, ("scicite" if "scicite" in s else "bc5cdr")
         if m := re.match(r"peer pipeline batch_size=32:\s+([\d.]+) texts/s", s):
             batched = float(m.group(1))
         if m := re.match(r"ours (fp32|bf16|int8):\s+([\d.]+) texts/s \| ratio\s+([\d.]+)x", s):
@@ -87,11 +87,9 @@ def _console_values(lines: list[str]) -> dict[str, float]:
             values[f"index_{kind}_vs_naive"] = float(m.group(1))
             values[f"index_{kind}_vs_st"] = float(m.group(2))
         if has_stock and (m := re.match(r"ours fp32:.*real tokens/s \| ratio ([\d.]+)x", s)):
-            task = "scicite" if "scicite" in data else "bc5cdr"
             schedule = "_epoch" if "epochs)" in data else ""
             values[f"finetune_{task}{schedule}_vs_stock"] = float(m.group(1))
         if m := re.match(r"ours bf16:.*real tokens/s \| ratio ([\d.]+)x", s):  # native only: emulated rows say so
-            task = "scicite" if "scicite" in data else "bc5cdr"
             values[f"finetune_{task}_bf16_vs_fp32"] = float(m.group(1))
         if m := re.match(r"ours fp32, attention dropout off:.*ratio ([\d.]+)x", s):
             values["finetune_attention_dropout_off"] = float(m.group(1))
