@@ -3,7 +3,10 @@ small file per stage script -> data/fingerprints/<stage>.json, and the base mode
 data/fingerprints/model_base.json. Also checks, before any other stage runs, that every dataset a
 fine-tuning stage lists is in the catalogue, and that each fine-tuning section's seeds fit the
 pretraining seeds (``pretrain.seed_design``): a misfit fails here, not in the adapted arm's stage
-after every pretraining seed has run.
+after every pretraining seed has run. A training section's ``precision: bf16`` on a machine without a
+GPU is checked here too: refused where the CPU has no native bf16 (as that section's stage would refuse
+it), and a warning with the measured ratio where this CPU's bf16 matrix products are slower than fp32's
+(a probe of the base model's widest layer, tens of milliseconds).
 
 Usage: python stages/code_fingerprint.py --stages stages --out data/fingerprints
 
@@ -15,6 +18,7 @@ stage (a few seconds); see src/minisci/fingerprint.py for what counts as the sam
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -50,6 +54,46 @@ def check_seed_plan(path: str) -> None:
                 raise ConfigError(f"{path}: {kind.stage}.seeds: {e}") from None
 
 
+def check_precision(path: str, model: dict) -> None:
+    """The training sections that ask for ``precision: bf16``, where no GPU is: refused without native
+    bf16, a ``warning:`` line when the probe finds bf16 the slower here. ``auto`` is fp32 on a CPU."""
+    sections = [
+        f"{name}.precision"
+        for name, section in load_params(path).items()
+        if isinstance(section, dict) and section.get("precision") == "bf16"
+    ]
+    if not sections:
+        return  # the usual case: nothing imported (torch takes seconds, and this stage always runs)
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    from minisci.bf16 import SLOWER, bf16_speed_ratio, why_slower
+    from minisci.training import resolve_precision
+
+    where = f"{path}: {', '.join(sections)}"
+    try:
+        resolve_precision("bf16")
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {str(e).removeprefix('precision: ')}") from None
+    width, depth = widest_layer(model)
+    if (ratio := bf16_speed_ratio(width, depth, rows=1024)) < SLOWER:  # a training batch's pieces (8 x 128)
+        print(
+            f"warning: {where}: bf16 will train slower than fp32 on this CPU: its bf16 matrix products ran at "
+            f"{ratio:.2f}x fp32's speed in a probe of a {width}x{depth} layer ({why_slower()}); auto trains in fp32 here",
+            file=sys.stderr,
+        )
+
+
+def widest_layer(model: dict) -> tuple[int, int]:
+    """The feed-forward shape (hidden size x intermediate size) of a model's config; BERT-base's
+    768x3072 where the config does not give it (BertConfig's defaults, or other key names)."""
+    try:
+        return int(model.get("hidden_size", 768)), int(model.get("intermediate_size", 3072))
+    except (TypeError, ValueError):
+        return 768, 3072
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--stages", required=True, help="folder of the stage scripts")
@@ -63,8 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     model_cfg = load_section(ModelConfig, "model", args.params)
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
         check_scratch_config(model_cfg.scratch_config)
+        check_precision(args.params, model_cfg.scratch_config)
     else:
-        check_base_model(model_cfg.base, resolve_model_path(model_cfg.base))
+        base_dir = resolve_model_path(model_cfg.base)
+        check_base_model(model_cfg.base, base_dir)
+        check_precision(args.params, json.loads((base_dir / "config.json").read_text(encoding="utf-8")))
     root = Path(args.stages).resolve().parent
     out = Path(args.out)
     prints = {  # all computed before any is written: a file that does not parse leaves the old ones

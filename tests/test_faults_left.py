@@ -349,3 +349,82 @@ def test_a_base_without_its_mlm_head_is_said_once_in_our_words(tmp_path, capfd):
     out, err = capfd.readouterr()
     assert "seem corrupted" not in out + err
     assert out.count("has no masked-LM output bias (cls.predictions.bias, tied to cls.predictions.decoder.bias)") == 1
+
+
+# 6. precision: bf16 on a machine without a GPU, checked before any stage trains -------------------------------
+
+
+def bf16_sections(tmp: Path) -> None:
+    (tmp / "stages").mkdir()
+    (tmp / "src" / "minisci").mkdir(parents=True)
+    params_with(
+        tmp,
+        finetune_ner={**PARAMS["finetune_ner"], "precision": "bf16"},
+        pretrain={**PARAMS["pretrain"], "precision": "bf16"},
+    )
+
+
+def test_bf16_on_a_cpu_without_it_fails_before_any_stage_trains(tmp_path, monkeypatch, capsys):
+    from minisci import training
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", {"avx2", "avx512f"}))
+    bf16_sections(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    assert run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"]) == 1
+    assert capsys.readouterr().err == (
+        "error: params.yaml: pretrain.precision, finetune_ner.precision: bf16 needs native bf16 on CPU "
+        "(avx512_bf16 or amx_bf16), which Test CPU lacks; use fp32 or auto\n"
+    )
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("ratio", [0.53, 1.4])
+def test_bf16_slower_than_fp32_on_this_cpu_is_one_warning_line(tmp_path, monkeypatch, capsys, ratio):
+    """Where the CPU has native bf16, the probe of the base model's feed-forward shape decides: a
+    warning with the ratio when bf16 is the slower, silence when it is the faster; the stage goes on."""
+    from minisci import bf16, training
+
+    probed = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(training, "cpu_info", lambda: ("Test CPU", {"avx512_bf16"}))
+    monkeypatch.setattr(bf16, "bf16_speed_ratio", lambda i, o, rows: probed.append((i, o, rows)) or ratio)
+    monkeypatch.setattr(bf16, "native_bf16", lambda: True)
+    bf16_sections(tmp_path)
+    assert run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"]) == 0
+    assert probed == [(384, 1536, 1024)]  # all-MiniLM-L6-v2's hidden x intermediate, a training batch's rows
+    warning = (
+        "warning: params.yaml: pretrain.precision, finetune_ner.precision: bf16 will train slower than fp32 on this "
+        "CPU: its bf16 matrix products ran at 0.53x fp32's speed in a probe of a 384x1536 layer (native bf16, "
+        "slower than fp32 here); auto trains in fp32 here\n"
+    )
+    assert capsys.readouterr().err == (warning if ratio < 1 else "")
+    assert (tmp_path / "fp" / "model_base.json").is_file()
+
+
+def test_the_precision_check_costs_nothing_without_bf16():
+    """The default params (auto everywhere): the always-run stage imports no torch for it."""
+    from test_import_footprint import imported
+
+    code = (
+        "import importlib.util, json\n"
+        f"spec = importlib.util.spec_from_file_location('cf', {str(REPO / 'stages/code_fingerprint.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        f"m.check_precision({str(REPO / 'params.yaml')!r}, {{}})\n"
+    )
+    assert "torch" not in imported(code)
+
+
+@pytest.mark.parametrize(
+    ("config", "shape"),
+    [
+        ({"hidden_size": 384, "intermediate_size": 1536}, (384, 1536)),
+        ({"dim": 768}, (768, 3072)),
+        ({"hidden_size": "x"}, (768, 3072)),
+    ],
+)
+def test_the_probe_takes_the_models_feed_forward_shape(config, shape):
+    spec = importlib.util.spec_from_file_location("_cf", REPO / "stages" / "code_fingerprint.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.widest_layer(config) == shape

@@ -38,8 +38,10 @@ def cpu_info() -> tuple[str, set[str]]:
 
 def resolve_precision(precision: str) -> str:
     """The precision a training run will actually use. ``auto``: bf16 (or fp16) on a GPU, fp32 on CPU, where
-    fp32 metrics reproduce across CPU models. ``bf16`` on a CPU without native bf16 is refused: emulated
-    bf16 autocast was measured ~24x slower than fp32, and silently running fp32 instead would mislabel the run."""
+    the metrics agree across CPU models to the digits they report (not to the bit: docs/pipeline.md, "On
+    another machine"). ``bf16`` on a CPU without native bf16 is refused: emulated bf16 autocast was measured
+    ~24x slower than fp32, and silently running fp32 instead would mislabel the run. Native bf16 that is
+    slower than fp32 (AVX512-BF16 without AMX) is warned about once, by the code_fingerprint stage."""
     from minisci.errors import ConfigError
 
     gpu = torch.cuda.is_available()

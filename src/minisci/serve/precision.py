@@ -18,18 +18,16 @@ Only the encoder (``model.base_model``) is converted; task heads keep their floa
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import torch
 from torch import nn
 
+from minisci.bf16 import SLOWER, bf16_speed_ratio, native_bf16, why_slower
 from minisci.errors import MinisciError
 from minisci.serve.models import PRECISIONS
 
 __all__ = ["PRECISIONS", "Bf16Linear", "apply_precision", "bf16_speed_ratio", "native_bf16"]
-
-SLOWER = 0.9  # bf16 below this fraction of fp32's speed in the probe is reported (the probe's noise is a few %)
 
 
 class Bf16Linear(nn.Module):
@@ -59,31 +57,6 @@ def _swap_linears(module: nn.Module) -> int:
     return swapped
 
 
-def native_bf16() -> bool:
-    """Whether this CPU computes bf16 matrix products natively (oneDNN's check)."""
-    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-
-def bf16_speed_ratio(in_features: int, out_features: int, rows: int = 256, repeats: int = 5) -> float:
-    """fp32 time / bf16 time of one ``rows`` x ``in_features`` -> ``out_features`` linear on this CPU (the best of
-    ``repeats`` each, after a warm-up): above 1 bf16 is the faster. Tens of milliseconds where bf16 is native
-    (28 ms for MiniLM's widest layer, 94 ms for BERT-base's, on a 2-core Xeon), longer where it is emulated."""
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(rows, in_features, generator=gen)
-    w = torch.randn(out_features, in_features, generator=gen)
-    best = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        xd, wd = x.to(dtype), w.to(dtype)
-        nn.functional.linear(xd, wd)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            nn.functional.linear(xd, wd)
-            times.append(time.perf_counter() - start)
-        best[dtype] = min(times)
-    return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
-
-
 def _widest_linear(module: nn.Module) -> nn.Linear | None:
     linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
     return max(linears, key=lambda m: m.in_features * m.out_features, default=None)
@@ -102,10 +75,9 @@ def apply_precision(model: nn.Module, precision: str) -> nn.Module:
         if widest is None:
             raise MinisciError("--precision bf16: the model has no Linear layers to convert")
         if device.type == "cpu" and (ratio := bf16_speed_ratio(widest.in_features, widest.out_features)) < SLOWER:
-            why = "emulated: no native bf16" if not native_bf16() else "native bf16, slower than fp32 here"
             warnings.warn(
                 f"--precision bf16 will be slower than fp32 on this CPU: its bf16 matrix products ran at {ratio:.2f}x "
-                f"fp32's speed in a probe of the model's {widest.in_features}x{widest.out_features} layer ({why})",
+                f"fp32's speed in a probe of the model's {widest.in_features}x{widest.out_features} layer ({why_slower()})",
                 stacklevel=2,
             )
         _swap_linears(encoder)
