@@ -107,6 +107,30 @@ def _default_ctrl_c():
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_folder_under_basetemp(tmp_path_factory):
+    """What the tests and the processes they start put in the system's temporary folder
+    (multiprocessing's pymp-*, torchrun's torchelastic_*, Chromium's profiles, inductor's compiled
+    kernels and 150 MB of precompiled headers) goes under pytest's base folder, which pytest prunes to
+    the last few runs, instead of piling up in /tmp run after run."""
+    import tempfile
+
+    folder = str(tmp_path_factory.mktemp("tmp"))
+    # inductor pins its kernel cache in TORCHINDUCTOR_CACHE_DIR the first time it asks, which importing
+    # torch may already have done under /tmp
+    env = {"TMPDIR": folder, "TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "torchinductor")}
+    saved, saved_tempdir = {key: os.environ.get(key) for key in env}, tempfile.tempdir
+    os.environ.update(env)
+    tempfile.tempdir = folder
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    tempfile.tempdir = saved_tempdir
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "MANIFEST.tsv").is_file():
