@@ -398,6 +398,25 @@ def test_a_dash_is_standard_input(assets, monkeypatch, capsys):
     assert capsys.readouterr().err == "error: standard input: empty abstract\n"
 
 
+def test_a_lone_dash_text_is_standard_input(assets, monkeypatch, capsys):
+    """``minisci ner -`` reads the texts from standard input, one per line, as ``--file -`` does; the text
+    "-" among others is a text."""
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"patients received aspirin\n\nheparin too\n")))
+    assert cli.main(["ner", "--model", str(assets["ner"]), "-", "--jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["text"] for r in rows] == ["patients received aspirin", "heparin too"]
+    assert cli.main(["ner", "--model", str(assets["ner"]), "aspirin", "-", "--jsonl"]) == 0
+    assert [json.loads(line)["text"] for line in capsys.readouterr().out.splitlines()] == ["aspirin", "-"]
+
+
+@pytest.mark.parametrize("texts", [["aspirin"], ["-"]])
+def test_texts_and_a_file_together_are_refused(assets, tmp_path, capsys, texts):
+    f = tmp_path / "in.txt"
+    f.write_text("heparin\n")
+    assert cli.main(["ner", "--model", str(assets["ner"]), *texts, "--file", str(f)]) == 1
+    assert capsys.readouterr().err == "error: minisci ner: give texts or --file, not both\n"
+
+
 def test_stdin_not_utf8(assets, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"aspirin works\nbad \xc3\x28 byte\n")))
     assert cli.main(["ner", "--model", str(assets["ner"])]) == 1

@@ -63,11 +63,18 @@ def read_text(path: str | None) -> str:
 
 
 def _texts(args) -> list[str]:
-    if args.text:
+    """The texts to run on: the arguments; a lone ``-`` argument, ``--file -`` or neither is standard
+    input; ``--file`` a file, one text per line. Texts and ``--file`` together are refused, not one of
+    them silently dropped."""
+    stdin = args.text == ["-"]  # as cat, grep and sort read it
+    if args.text and args.file is not None:
+        raise MinisciError(f"minisci {args.command}: give texts or --file, not both")
+    if args.text and not stdin:
         return list(args.text)
-    texts = [line for line in read_text(args.file).splitlines() if line.strip()]
+    source = None if stdin else args.file
+    texts = [line for line in read_text(source).splitlines() if line.strip()]
     if not texts:
-        raise MinisciError(f"{args.file if args.file not in (None, '-') else 'standard input'}: no text given")
+        raise MinisciError(f"{source if source not in (None, '-') else 'standard input'}: no text given")
     return texts
 
 
@@ -251,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
         (CLASSIFICATION.command, cmd_cite, "classify citation intent: background / method / result"),
     ):
         sp = add(name, fn, help_)
-        sp.add_argument("text", nargs="*", help="texts (default: --file or standard input, one per line)")
+        sp.add_argument(
+            "text", nargs="*", help="texts (default: --file or standard input, one per line; -: standard input)"
+        )
         sp.add_argument("--model", required=True, help="fine-tuned model directory")
         sp.add_argument("--file", help="UTF-8 file with one text per line (-: standard input)")
         sp.add_argument("--batch-size", type=at_least(1), default=32, help="texts per length-sorted batch")
