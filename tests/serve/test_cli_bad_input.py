@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -384,6 +385,29 @@ def test_texts_and_abstracts_from_a_pipe(assets, tmp_path, capsys):
     assert capsys.readouterr().out.strip()
     assert cli.main(["reviewers", "--index", str(assets["root"] / "index"), os.devnull]) == 1
     assert capsys.readouterr().err == f"error: {os.devnull}: empty abstract\n"
+
+
+def test_documents_from_a_pipe_or_standard_input(assets, tmp_path, monkeypatch, capsys):
+    """``index --docs <(zcat papers.jsonl.gz)`` and ``--docs -``: the same index as from the file; an error
+    names the pipe or standard input and its line; nothing is left of the temporary copy."""
+    docs = (assets["root"] / "docs.jsonl").read_bytes()
+    argv = ["index", "--model", str(assets["encoder"]), "--docs"]
+    assert cli.main([*argv, str(fifo(tmp_path / "docs", docs)), "--out", str(tmp_path / "from-pipe")]) == 0
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(docs)))
+    assert cli.main([*argv, "-", "--out", str(tmp_path / "from-stdin")]) == 0
+    capsys.readouterr()
+    for index in ("from-pipe", "from-stdin"):
+        for name in ("documents.jsonl", "embeddings.npy"):
+            assert (tmp_path / index / name).read_bytes() == (assets["root"] / "index" / name).read_bytes()
+    bad = fifo(tmp_path / "bad", docs + b'{"id": "x"}\n')
+    assert cli.main([*argv, str(bad), "--out", str(tmp_path / "bad-index")]) == 1
+    line = docs.count(b"\n") + 1
+    assert capsys.readouterr().err == f"error: {bad}:{line}: expected an 'id' and a non-empty 'title' or 'text'\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\xff\n")))
+    assert cli.main([*argv, "-", "--out", str(tmp_path / "bad-index")]) == 1
+    assert capsys.readouterr().err == "error: standard input:1: not UTF-8: byte 0xff at byte offset 0\n"
+    assert not (tmp_path / "bad-index").exists()
+    assert not list(Path(tempfile.gettempdir()).glob("minisci-docs-*"))
 
 
 def test_a_dash_is_standard_input(assets, monkeypatch, capsys):

@@ -145,7 +145,8 @@ def cmd_index(args) -> None:
         )
     print(f"minisci index: {clean(describe_encoder(args.model))}", file=sys.stderr)  # once the options are checked
     if info["duplicate_ids"]:
-        print(f"warning: {args.docs}: {duplicate_warning(info['duplicate_ids'])}", file=sys.stderr)
+        where = "standard input" if args.docs == "-" else args.docs
+        print(f"warning: {where}: {duplicate_warning(info['duplicate_ids'])}", file=sys.stderr)
     print(
         json.dumps(info)
         if args.jsonl
@@ -286,7 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="encoder directory: a sentence-transformers model (its own pooling) or a plain encoder (mean-pooled); "
         "default: models/embeddings, the encoder finetune_embeddings found better on its dev queries",
     )
-    sp.add_argument("--docs", required=True, help="JSONL documents")
+    sp.add_argument(
+        "--docs", required=True, help="JSONL documents (-: standard input; a pipe such as <(zcat papers.jsonl.gz) too)"
+    )
     sp.add_argument(
         "--retriever",
         choices=("dense", "bm25", "hybrid"),

@@ -14,8 +14,12 @@ beside the model (``retrieval.json``); any other model defaults to ``dense``.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
+import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -124,10 +128,13 @@ def load_encoder(model_dir: str | Path, precision: str = "fp32", device: str = "
 
 
 def read_collection(path: str | Path) -> list[dict]:
-    """JSONL documents with ``id`` and at least one of ``title`` / ``text``; ``authors`` optional."""
+    """JSONL documents with ``id`` and at least one of ``title`` / ``text``; ``authors`` optional. ``path``
+    may also be ``-`` (standard input) or a pipe such as the shell's ``<(zcat papers.jsonl.gz)``."""
+    with spooled(path) as source:
+        with decoding(source):
+            rows = list(iter_jsonl(source))
+    path = "standard input" if str(path) == "-" else path
     docs = []
-    with decoding(path):
-        rows = list(iter_jsonl(path))
     for lineno, obj in rows:
         title, text = obj.get("title"), obj.get("text")
         if title is not None and not isinstance(title, str) or text is not None and not isinstance(text, str):
@@ -142,6 +149,30 @@ def read_collection(path: str | Path) -> list[dict]:
     if not docs:
         raise DataFormatError(path, None, "no documents")
     return docs
+
+
+@contextmanager
+def spooled(path: str | Path):
+    """``path`` itself when it is a regular file, a folder or nothing at all (the reader says which);
+    for ``-`` (standard input), a pipe or a device, a temporary regular copy of what it gives, read once
+    and deleted afterwards, since the JSONL reader takes files. Errors name ``path``, not the copy."""
+    name = "standard input" if str(path) == "-" else str(path)
+    if str(path) != "-" and (not os.path.exists(path) or os.path.isfile(path) or os.path.isdir(path)):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="minisci-docs-") as folder:
+        copy = Path(folder) / "docs.jsonl"
+        with copy.open("wb") as out:
+            if str(path) == "-":
+                shutil.copyfileobj(getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode()), out)
+            else:
+                with open(path, "rb") as f:
+                    shutil.copyfileobj(f, out)
+        try:
+            yield copy
+        except DataFormatError as e:
+            where = f"{copy}:{e.line}" if e.line is not None else f"{copy}"
+            raise DataFormatError(name, e.line, str(e).removeprefix(f"{where}: ")) from None
 
 
 @contextmanager
