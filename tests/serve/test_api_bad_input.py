@@ -195,3 +195,21 @@ def test_profile_run_calls_dvc_exp_run_with_the_extra_args(tmp_path, monkeypatch
     (cmd,) = calls
     assert cmd[1:5] == ["-m", "dvc", "exp", "run"] and cmd[-3:] == ["--temp", "-n", "first-look"]
     assert cmd[5:-3] == prof.set_param_args("quick")
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_paper_profile_without_a_gpu_warns_before_it_runs(tmp_path, monkeypatch, capsys, cuda):
+    import torch
+
+    from minisci import profiles as prof
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(prof.subprocess, "call", lambda cmd: 0)
+    assert prof.main(["paper", "--run", "--temp"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert warnings == ([] if cuda else [warnings[0]])
+    assert cuda or "no CUDA GPU is visible, and the paper profile is sized for one" in warnings[0]
+    assert prof.main(["quick", "--run"]) == 0
+    assert "warning" not in capsys.readouterr().err
