@@ -1,0 +1,108 @@
+"""benchmarks/compare_runs.py: two runs of the pipeline, output by output and number by number."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+import yaml
+from conftest import REPO
+
+
+@pytest.fixture
+def compare_runs(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import compare_runs
+
+    return compare_runs
+
+
+def project(root, metrics: dict, curve: str, model: bytes | None, lock_from=None):
+    """A finished run in miniature: one stage with a metrics file, a curve and a model folder, and the
+    dvc.lock recording them (``lock_from``: another project whose files' hashes it records instead)."""
+    (root / "metrics").mkdir(parents=True)
+    (root / "metrics" / "train.json").write_text(json.dumps(metrics))
+    (root / "plots" / "train" / "curves").mkdir(parents=True)
+    (root / "plots" / "train" / "curves" / "loss.tsv").write_text(curve)
+    (root / "plots" / "train" / "curves" / "tokens_per_second.tsv").write_text("step\ttokens_per_second\n1\t123.4\n")
+    if model is not None:
+        (root / "models" / "m").mkdir(parents=True)
+        (root / "models" / "m" / "model.safetensors").write_bytes(model)
+    return root
+
+
+def write_lock(compare_runs, root, source):
+    outs = ["metrics/train.json", "models/m", "plots/train/curves"]
+    lock = {
+        "schema": "2.0",
+        "stages": {
+            "train": {
+                "cmd": "python train.py",
+                "outs": [{"path": p, "md5": compare_runs.disk_hash(source / p) or "absent"} for p in outs],
+            }
+        },
+    }
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+
+
+def test_a_run_elsewhere_is_compared_by_bytes_then_by_number(compare_runs, tmp_path, capsys):
+    mine = project(
+        tmp_path / "a",
+        {"f1": 0.8511, "wall_seconds": 100.0, "environment": {"threads": 2}, "per_seed": [0.85, 0.86]},
+        "step\tloss\n1\t9.718657684326171\n2\t5.0\n",
+        b"weights",
+    )
+    other = project(
+        tmp_path / "b",
+        {"f1": 0.8511, "wall_seconds": 40.0, "environment": {"threads": 16}, "per_seed": [0.85, 0.8612]},
+        "step\tloss\n1\t9.718658447265625\n2\t5.0\n",
+        b"weights",
+    )
+    write_lock(compare_runs, mine, mine)
+    write_lock(compare_runs, other, other)
+    compare_runs.main([str(other), "--root", str(mine)])
+    out = capsys.readouterr().out
+    assert "| train | models/m | same | yes |" in out  # the same weights: the same DVC hash
+    assert "| train | metrics/train.json | differ | yes |" in out
+    assert "2 same, 1 differ, 0 not there" not in out and "1 same, 2 differ, 0 not there" in out
+    # the timings and the environment are the machine's, not the result's: not compared
+    assert "| metrics/train.json | 3 | 2 | 0.0012 | per_seed[1] | 0.86 | 0.8612 |" in out
+    row = re.search(r"\| plots/train/curves/loss\.tsv \| 4 \| 3 \| ([\d.e-]+) \| 1\.loss \|", out)
+    assert row and float(row[1]) == pytest.approx(7.85e-8, rel=0.01)  # relative, as the loss's scale is its own
+    assert "tokens_per_second" not in out
+
+
+def test_what_the_other_run_has_not_written_is_not_a_difference(compare_runs, tmp_path, capsys):
+    mine = project(tmp_path / "a", {"f1": 0.85}, "step\tloss\n1\t2.0\n", b"weights")
+    other = project(tmp_path / "b", {"f1": 0.85}, "step\tloss\n1\t2.0\n", None)
+    write_lock(compare_runs, mine, mine)
+    write_lock(compare_runs, other, mine)  # its checkout's lock: the stage has not run there
+    (other / "plots" / "train" / "curves" / "loss.tsv").unlink()
+    compare_runs.main([str(other), "--root", str(mine)])
+    out = capsys.readouterr().out
+    assert "| train | models/m | not there |  |" in out
+    assert "| train | plots/train/curves | differ | no |" in out  # on its disk, not in its lock: not recorded
+    assert "1 files not written there yet." in out
+
+
+def test_a_project_without_dvc_lock_is_one_line(compare_runs, tmp_path, capsys):
+    from minisci.stage import run_command
+
+    (tmp_path / "a").mkdir()
+    assert run_command(compare_runs.main, [str(tmp_path), "--root", str(tmp_path / "a")]) == 1
+    assert capsys.readouterr().err == f"error: {tmp_path / 'a' / 'dvc.lock'}: no dvc.lock (run dvc repro there first)\n"
+
+
+@pytest.mark.slow
+def test_a_reproduced_project_against_its_copy_is_the_same_bytes(compare_runs, tiny_repro, tmp_path, capsys):
+    """On a real tiny run: the hashes computed from the files are the ones DVC recorded."""
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_repro, copy, symlinks=True, ignore=shutil.ignore_patterns(".dvc", ".git"))
+    compare_runs.main([str(copy), "--root", str(tiny_repro)])
+    out = capsys.readouterr().out
+    verdicts = re.findall(r"^\| \S+ \| \S+ \| (same|differ|not there) \| (yes|no|) \|$", out, re.M)
+    assert len(verdicts) > 15 and set(verdicts) == {("same", "yes")}
+    rows = re.findall(r"^\| (?:metrics|plots)/\S+ \| (\d+) \| (\d+) \|", out, re.M)
+    assert rows and all(numbers == equal for numbers, equal in rows)
