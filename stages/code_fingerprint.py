@@ -54,9 +54,10 @@ def check_seed_plan(path: str) -> None:
                 raise ConfigError(f"{path}: {kind.stage}.seeds: {e}") from None
 
 
-def check_precision(path: str, model: dict) -> None:
+def check_precision(path: str, model_cfg: ModelConfig) -> None:
     """The training sections that ask for ``precision: bf16``, where no GPU is: refused without native
-    bf16, a ``warning:`` line when the probe finds bf16 the slower here. ``auto`` is fp32 on a CPU."""
+    bf16, a ``warning:`` line when a probe of the base model's feed-forward shape finds bf16 the slower
+    here. ``auto`` is fp32 on a CPU."""
     sections = [
         f"{name}.precision"
         for name, section in load_params(path).items()
@@ -76,6 +77,10 @@ def check_precision(path: str, model: dict) -> None:
         resolve_precision("bf16")
     except ConfigError as e:
         raise ConfigError(f"{where}: {str(e).removeprefix('precision: ')}") from None
+    if model_cfg.base == "scratch":
+        model = model_cfg.scratch_config
+    else:
+        model = json.loads((resolve_model_path(model_cfg.base) / "config.json").read_text(encoding="utf-8"))
     width, depth = widest_layer(model)
     if (ratio := bf16_speed_ratio(width, depth, rows=1024)) < SLOWER:  # a training batch's pieces (8 x 128)
         print(
@@ -107,11 +112,9 @@ def main(argv: list[str] | None = None) -> None:
     model_cfg = load_section(ModelConfig, "model", args.params)
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
         check_scratch_config(model_cfg.scratch_config)
-        check_precision(args.params, model_cfg.scratch_config)
     else:
-        base_dir = resolve_model_path(model_cfg.base)
-        check_base_model(model_cfg.base, base_dir)
-        check_precision(args.params, json.loads((base_dir / "config.json").read_text(encoding="utf-8")))
+        check_base_model(model_cfg.base, resolve_model_path(model_cfg.base))
+    check_precision(args.params, model_cfg)
     root = Path(args.stages).resolve().parent
     out = Path(args.out)
     prints = {  # all computed before any is written: a file that does not parse leaves the old ones
