@@ -161,8 +161,8 @@ def test_other_labels_and_fields_read_from_train(tmp_path):
     [
         ("a\tO\nb\tN\tO\n", r"x\.txt:2: expected 2 tab-separated columns"),
         ("a\tO\nb O\n", r"x\.txt:2: expected 2 tab-separated columns .* got 2 space-separated"),  # mixed separator
-        ("a\tN\tO\tX-Foo\n", r"x\.txt:1: invalid tag 'X-Foo'"),
-        ("a\n", r"x\.txt:1: expected a token and a tag"),
+        ("a\tN\tO\tX-Foo\n", r"x\.txt:1: invalid tag 'X-Foo' in the last column \(tag_column\); expected O, B-<type>"),
+        ("a\n", r"x\.txt:1: expected a token and a tag in the last column \(tag_column\), got 1 column\(s\)"),
         ("\n\n", r"x\.txt: no sentences found"),
         # a Unicode space inside a token would split it and drop its second half
         ("a\xa0b\tO\n", r"x\.txt:1: contains a no-break space \(U\+00A0\); columns are separated by tabs"),
@@ -178,6 +178,11 @@ def test_other_labels_and_fields_read_from_train(tmp_path):
 def test_conll_errors_name_file_and_line(tmp_path, text, match):
     with pytest.raises(DataFormatError, match=match):
         read_conll(write(tmp_path, "x.txt", text))
+
+
+def test_a_tag_column_other_than_the_last_is_named_by_its_number(tmp_path):
+    with pytest.raises(DataFormatError, match=r"x\.txt:1: invalid tag 'NN' in column 1 \(tag_column\); expected O"):
+        read_conll(write(tmp_path, "x.txt", "a\tNN\tB-X\n"), 1)
 
 
 def test_conll_decoding_errors(tmp_path):

@@ -97,7 +97,8 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
                     path,
                     lineno,
                     line,
-                    f"expected a token and a tag in column {tag_column}, got {len(fields)} column(s): {line!r}",
+                    f"expected a token and a tag in {'the last column' if tag_column == -1 else f'column {tag_column}'} "
+                    f"(tag_column), got {len(fields)} column(s): {line!r}",
                 )
             layout = (sep, len(fields))
         if (sep, len(fields)) != layout:
@@ -111,7 +112,11 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
         token, tag = fields[0], fields[tag_column]
         if not _TAG_RE.match(tag):
             raise _conll_error(
-                path, lineno, line, f"invalid tag {tag!r} in column {tag_column}; expected O, B-<type> or I-<type>"
+                path,
+                lineno,
+                line,
+                f"invalid tag {tag!r} in {'the last column' if tag_column == -1 else f'column {tag_column}'} "
+                "(tag_column); expected O, B-<type> or I-<type>",
             )
         if not tokens:
             start = lineno
