@@ -1,9 +1,10 @@
 """Stage code_fingerprint: what each stage's result can depend on besides its data and params, one
 small file per stage script -> data/fingerprints/<stage>.json, and the base model's content ->
-data/fingerprints/model_base.json. Also checks, before any other stage runs, that every dataset a
-fine-tuning stage lists is in the catalogue, and that each fine-tuning section's seeds fit the
-pretraining seeds (``pretrain.seed_design``): a misfit fails here, not in the adapted arm's stage
-after every pretraining seed has run. A training section's ``precision: bf16`` on a machine without a
+data/fingerprints/model_base.json. Also checks, before any other stage runs, every stage's params
+section as its stage will read it, that every dataset a fine-tuning stage lists is in the catalogue,
+and that each fine-tuning section's seeds fit the pretraining seeds (``pretrain.seed_design``): a
+misfit fails here, not in its own stage after the stages before it (every pretraining seed, for the
+adapted arm's) have run. A training section's ``precision: bf16`` on a machine without a
 GPU is checked here too: refused where the CPU has no native bf16 (as that section's stage would refuse
 it), and a warning with the measured ratio where this CPU's bf16 matrix products are slower than fp32's
 (a probe of the base model's widest layer, tens of milliseconds).
@@ -25,7 +26,12 @@ from pathlib import Path
 from minisci import config
 from minisci.config import (
     DATASETS_FILE,
+    ExportMetricsConfig,
+    FetchDataConfig,
+    FinetuneEmbeddingsConfig,
+    MakePairsConfig,
     ModelConfig,
+    SampleCorpusConfig,
     check_finetune_datasets,
     check_scratch_config,
     load_params,
@@ -35,9 +41,26 @@ from minisci.errors import ConfigError
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
 from minisci.pretrain.model import check_base_model, resolve_model_path
-from minisci.pretrain.seeds import load_seed_design
+from minisci.pretrain.seeds import load_pretrain, load_seed_design
 from minisci.stage import description, run_stage
 from minisci.tasks import registry
+
+# the sections whose stages take them whole; the fine-tuning sections are checked by check_seed_plan
+SECTIONS = {
+    "fetch_data": FetchDataConfig,
+    "sample_corpus": SampleCorpusConfig,
+    "make_pairs": MakePairsConfig,
+    "finetune_embeddings": FinetuneEmbeddingsConfig,
+    "export_metrics": ExportMetricsConfig,
+}
+
+
+def check_sections(path: str) -> None:
+    """Each stage's params section as its stage will read it (keys, types, ranges), so that a bad value
+    (``pretrain.mlm_probability: 1.5``, a typo in a key) fails here, not after the stages before its own."""
+    for section, cls in SECTIONS.items():
+        load_section(cls, section, path)
+    load_pretrain(path)
 
 
 def check_seed_plan(path: str) -> None:
@@ -108,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     check_finetune_datasets(args.params, args.catalogue)
+    check_sections(args.params)
     check_seed_plan(args.params)
     model_cfg = load_section(ModelConfig, "model", args.params)
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here

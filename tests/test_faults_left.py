@@ -131,6 +131,16 @@ def scratch_config_typo(tmp):
     return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
 
 
+def section_value(section: str, key: str, value):
+    def build(tmp):
+        (tmp / "stages").mkdir()
+        (tmp / "src" / "minisci").mkdir(parents=True)
+        params_with(tmp, **{section: {**PARAMS[section], key: value}})
+        return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+    return build
+
+
 def finetune_seeds(seeds):
     def build(tmp):
         (tmp / "stages").mkdir()
@@ -213,6 +223,19 @@ CASES = [
         "fine-tuning seeds (one run or more on each of the 3 pretraining seeds), got 2",
     ),
     ("fine-tuning seeds not a list", finetune_seeds(13), "params finetune_ner.seeds: expected a list, got 13"),
+    (
+        "a pretraining value out of range, met before any stage runs",
+        section_value("pretrain", "mlm_probability", 1.5),
+        "params section 'pretrain': mlm_probability must be in (0, 1)",
+    ),
+    (
+        "a key misspelt in the embeddings section",
+        section_value("finetune_embeddings", "n_trian", 100),
+        "params section 'finetune_embeddings': unknown keys ['n_trian']; allowed: ['batch_size', "
+        "'bootstrap_resamples', 'encoder', 'epochs', 'equivalence_margin', 'eval_batch_size', 'eval_max_length', "
+        "'hard_negatives', 'learning_rate', 'logging_steps', 'max_length', 'n_candidates', 'n_dev_candidates', "
+        "'n_dev_queries', 'n_test_queries', 'n_train', 'precision', 'scale', 'seed', 'warmup_ratio']",
+    ),
     (
         "base model folder without weights",
         base_model_folder(BERT, weights=False),
