@@ -187,8 +187,8 @@ def report(root: Path, other: Path) -> str:
         lines += [
             f"## {title}",
             "",
-            "| file | numbers | equal | largest difference | where | here | there |",
-            "|---|---|---|---|---|---|---|",
+            "| file | numbers | equal | largest difference | where | here | there | on one side only |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         missing = 0
         for name, path in mine.items():
@@ -199,7 +199,7 @@ def report(root: Path, other: Path) -> str:
             if c["numbers"] == 0:
                 continue
             lines.append(
-                f"| {name} | {c['numbers']} | {c['equal']} | {_fmt(c['largest'])} | {c['where']} | {_fmt(c['mine'])} | {_fmt(c['other'])} |"
+                f"| {name} | {c['numbers']} | {c['equal']} | {_fmt(c['largest'])} | {c['where']} | {_fmt(c['mine'])} | {_fmt(c['other'])} | {c['unmatched']} |"
             )
         lines += ["", f"{missing} files not written there yet." if missing else "Every file is there too.", ""]
     return "\n".join(lines)

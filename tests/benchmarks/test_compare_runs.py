@@ -56,7 +56,7 @@ def test_a_run_elsewhere_is_compared_by_bytes_then_by_number(compare_runs, tmp_p
     )
     other = project(
         tmp_path / "b",
-        {"f1": 0.8511, "wall_seconds": 40.0, "environment": {"threads": 16}, "per_seed": [0.85, 0.8612]},
+        {"f1": 0.8511, "wall_seconds": 40.0, "environment": {"threads": 16}, "per_seed": [0.85, 0.8612], "new": 1},
         "step\tloss\n1\t9.718658447265625\n2\t5.0\n",
         b"weights",
     )
@@ -68,8 +68,8 @@ def test_a_run_elsewhere_is_compared_by_bytes_then_by_number(compare_runs, tmp_p
     assert "| train | metrics/train.json | differ | yes |" in out
     assert "2 same, 1 differ, 0 not there" not in out and "1 same, 2 differ, 0 not there" in out
     # the timings and the environment are the machine's, not the result's: not compared
-    assert "| metrics/train.json | 3 | 2 | 0.0012 | per_seed[1] | 0.86 | 0.8612 |" in out
-    row = re.search(r"\| plots/train/curves/loss\.tsv \| 4 \| 3 \| ([\d.e-]+) \| 1\.loss \|", out)
+    assert "| metrics/train.json | 3 | 2 | 0.0012 | per_seed[1] | 0.86 | 0.8612 | 1 |" in out  # "new": there only
+    row = re.search(r"\| plots/train/curves/loss\.tsv \| 4 \| 3 \| ([\d.e-]+) \| 1\.loss \| .* \| 0 \|$", out, re.M)
     assert row and float(row[1]) == pytest.approx(7.85e-8, rel=0.01)  # relative, as the loss's scale is its own
     assert "tokens_per_second" not in out
 
