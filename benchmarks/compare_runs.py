@@ -158,7 +158,7 @@ def files(root: Path, pattern: str) -> dict[str, Path]:
 
 
 def _fmt(value: float | None) -> str:
-    return "" if value is None else f"{value:.6g}"
+    return "" if value is None else f"{value:.10g}"
 
 
 def report(root: Path, other: Path) -> str:
