@@ -68,3 +68,8 @@ def at_least(low: int, high: int | None = None):
 
     parse.__name__ = f"integer >= {low}"
     return parse
+
+
+def input_name(path) -> str:
+    """How errors and warnings name an input: ``-`` and None (no path given) are standard input."""
+    return "standard input" if path is None or str(path) == "-" else str(path)

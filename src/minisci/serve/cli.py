@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 from minisci.errors import DataFormatError, MinisciError
-from minisci.serve.checks import at_least
+from minisci.serve.checks import at_least, input_name
 from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
 from minisci.stage import run_command
 from minisci.tasks.classification import CLASSIFICATION
@@ -40,7 +40,7 @@ def read_text(path: str | None) -> str:
     """A UTF-8 file (standard input for None or ``-``); bad bytes are an error with line and byte offset.
     Not only a regular file: a pipe (``<(...)``, a FIFO) or a device such as ``/dev/stdin`` is read too."""
     path = None if path == "-" else path
-    name = path or "standard input"
+    name = input_name(path)
     if path is not None:
         p = Path(path)
         if p.is_dir():
@@ -74,7 +74,7 @@ def _texts(args) -> list[str]:
     source = None if stdin else args.file
     texts = [line for line in read_text(source).splitlines() if line.strip()]
     if not texts:
-        raise MinisciError(f"{source if source not in (None, '-') else 'standard input'}: no text given")
+        raise MinisciError(f"{input_name(source)}: no text given")
     return texts
 
 
@@ -145,8 +145,7 @@ def cmd_index(args) -> None:
         )
     print(f"minisci index: {clean(describe_encoder(args.model))}", file=sys.stderr)  # once the options are checked
     if info["duplicate_ids"]:
-        where = "standard input" if args.docs == "-" else args.docs
-        print(f"warning: {where}: {duplicate_warning(info['duplicate_ids'])}", file=sys.stderr)
+        print(f"warning: {input_name(args.docs)}: {duplicate_warning(info['duplicate_ids'])}", file=sys.stderr)
     print(
         json.dumps(info)
         if args.jsonl

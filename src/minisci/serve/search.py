@@ -41,7 +41,7 @@ from minisci.io import (
     write_jsonl,
 )
 from minisci.lexical import RETRIEVERS, Bm25, hybrid_scores
-from minisci.serve.checks import check_k, check_text
+from minisci.serve.checks import check_k, check_text, input_name
 from minisci.serve.models import (
     PRECISIONS,
     check_max_length,
@@ -133,7 +133,7 @@ def read_collection(path: str | Path) -> list[dict]:
     with spooled(path) as source:
         with decoding(source):
             rows = list(iter_jsonl(source))
-    path = "standard input" if str(path) == "-" else path
+    path = input_name(path)
     docs = []
     for lineno, obj in rows:
         title, text = obj.get("title"), obj.get("text")
@@ -156,7 +156,7 @@ def spooled(path: str | Path):
     """``path`` itself when it is a regular file, a folder or nothing at all (the reader says which);
     for ``-`` (standard input), a pipe or a device, a temporary regular copy of what it gives, read once
     and deleted afterwards, since the JSONL reader takes files. Errors name ``path``, not the copy."""
-    name = "standard input" if str(path) == "-" else str(path)
+    name = input_name(path)
     if str(path) != "-" and (not os.path.exists(path) or os.path.isfile(path) or os.path.isdir(path)):
         yield path
         return
