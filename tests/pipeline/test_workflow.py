@@ -72,6 +72,25 @@ def test_exp_run_show_and_metrics_diff(project):
 
 
 @pytest.mark.slow
+def test_run_cache_restores_a_training_stage_that_ran_before(project):
+    """A training stage run before with the same code, data and params (here an experiment run twice)
+    is checked out from DVC's run-cache, not trained again: its metrics file is a metric, not a plain
+    uncached output, which would keep DVC from saving the run."""
+    args = ["dvc", "exp", "run", "-S", "finetune_classification.weight_decay=0.02"]
+    first = run(args, project).stdout
+    assert "Running stage 'finetune_classification@scicite-adapted'" in first
+    trained = (project / "metrics/finetune_classification/scicite/adapted.json").read_bytes()
+    run(["git", "checkout", "--", "."], project)
+    run(["dvc", "checkout", "--force"], project)
+    again = run(args, project).stdout
+    assert "Stage 'finetune_classification@scicite-adapted' is cached - skipping run" in again
+    assert [line for line in again.splitlines() if line.startswith("Running stage 'finetune")] == []
+    assert (project / "metrics/finetune_classification/scicite/adapted.json").read_bytes() == trained
+    run(["git", "checkout", "--", "."], project)
+    run(["dvc", "checkout", "--force"], project)
+
+
+@pytest.mark.slow
 def test_queued_grid_apply_and_branch(project):
     # a grid over a report param: each queued run checks the pipeline out of the cache in its own
     # workspace and reruns export_metrics alone (a fine-tuning rerun is test_exp_run_show_and_metrics_diff's)

@@ -1,5 +1,7 @@
-"""``dvc exp show`` stays readable: the only DVC metric is the flat ``metrics/summary.json``, with at
-most 40 keys for the default pipeline (one NER and one classification dataset) and no timings."""
+"""The headline DVC metric is the flat ``metrics/summary.json``, with at most 40 keys for the default
+pipeline (one NER and one classification dataset) and no timings, so ``dvc exp show`` recipes and
+``dvc metrics diff --targets metrics/summary.json`` stay readable. Each stage's own JSON file is a
+metric too, so that DVC's run-cache can restore the stage."""
 
 import re
 
@@ -57,6 +59,15 @@ def test_summary_has_no_timings_with_any_number_of_seeds(seeds):
     assert [k for k in summary(synthetic_data(seeds)) if TIMING.search(k)] == []
 
 
+def uncached_plain_outs(stage: dict) -> list[str]:
+    """A stage's outputs with ``cache: false`` declared under ``outs:`` (not ``metrics:`` or ``plots:``)."""
+    return [
+        next(iter(out))
+        for out in stage.get("outs", [])
+        if isinstance(out, dict) and next(iter(out.values())).get("cache") is False
+    ]
+
+
 def declared_metrics(node) -> list[str]:
     """Every path under a ``metrics:`` key anywhere in dvc.yaml (stages, matrix/foreach, top level)."""
     found = []
@@ -72,8 +83,22 @@ def declared_metrics(node) -> list[str]:
     return found
 
 
-def test_summary_is_the_only_declared_metric():
-    assert declared_metrics(yaml.safe_load((REPO / "dvc.yaml").read_text())) == ["metrics/summary.json"]
+def test_every_stage_but_the_report_can_be_restored_from_the_run_cache():
+    """DVC saves a run-cache entry only for a stage whose uncached outputs are all metrics or plots
+    (``Stage.run``: ``no_cache_outs``). The stages' git-tracked JSON files are therefore metrics;
+    export_metrics (a report in Markdown, charts) and code_fingerprint (always run) are the exceptions."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    blocked = {name: outs for name, stage in stages.items() if (outs := uncached_plain_outs(stage.get("do", stage)))}
+    assert set(blocked) == {"code_fingerprint", "export_metrics"}, blocked
+
+
+def test_metrics_are_git_tracked_json_and_the_report_writes_only_the_summary():
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert declared_metrics(stages["export_metrics"]) == ["metrics/summary.json"]
+    for stage in stages.values():
+        for metric in stage.get("do", stage).get("metrics", []):
+            path, options = next(iter(metric.items()))
+            assert path.startswith("metrics/") and path.endswith(".json") and options == {"cache": False}, path
 
 
 def test_report_headline_shows_the_means_over_seeds_that_the_difference_compares():
