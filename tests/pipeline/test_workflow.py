@@ -91,6 +91,22 @@ def test_run_cache_restores_a_training_stage_that_ran_before(project):
 
 
 @pytest.mark.slow
+def test_run_cache_restores_in_a_clone_without_the_committed_outputs(tiny_repro, tmp_path):
+    """In a fresh clone, whose cache lacks every output dvc.lock records, `dvc exp run` of a variant
+    that ran before restores its stages from the run-cache. It failed while make_pairs listed
+    data/corpus/documents.jsonl, a file inside sample_corpus's output: after a restore DVC looked the
+    file up in the folder's committed version, which this cache never held."""
+    proj = tmp_path / "clone"
+    run(["git", "clone", "-q", str(tiny_repro), str(proj)], tmp_path)
+    args = ["dvc", "exp", "run", "-S", "sample_corpus.seed=14", "make_pairs"]
+    assert "Running stage 'make_pairs'" in run(args, proj).stdout
+    run(["git", "checkout", "--", "."], proj)  # the variant's results discarded: the committed lock again
+    again = run(args, proj).stdout
+    assert "Stage 'sample_corpus' is cached - skipping run" in again
+    assert "Stage 'make_pairs' is cached - skipping run" in again
+
+
+@pytest.mark.slow
 def test_queued_grid_apply_and_branch(project):
     # a grid over a report param: each queued run checks the pipeline out of the cache in its own
     # workspace and reruns export_metrics alone (a fine-tuning rerun is test_exp_run_show_and_metrics_diff's)

@@ -92,6 +92,34 @@ def test_every_stage_but_the_report_can_be_restored_from_the_run_cache():
     assert set(blocked) == {"code_fingerprint", "export_metrics"}, blocked
 
 
+def test_no_stage_reads_a_file_inside_another_stages_output_folder():
+    """After a run-cache restore, `dvc exp run` looks a dependency inside an output folder up in the
+    folder's version recorded in dvc.lock, which a fresh clone's cache lacks ("failed to load
+    directory"): stages depend on whole outputs. Two folders are safe: data/fingerprints (not cached,
+    rewritten first by the always-run code_fingerprint) and data/raw (fetch_data's copy of the mirror,
+    fixed by the manifest's checksums, so the recorded version is the one fetch_data writes)."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    template = re.compile(r"\$\{[^}]*\}")  # ${item}, ${item.arm}: one path segment each
+
+    def path(entry) -> str:
+        return entry if isinstance(entry, str) else next(iter(entry))
+
+    outs = {
+        path(o)
+        for stage in stages.values()
+        for key in ("outs", "metrics", "plots")
+        for o in stage.get("do", stage).get(key, [])
+    } - {"data/fingerprints", "data/raw"}
+    inside_of = [re.compile(re.escape(template.sub("@", o)).replace("@", "[^/]+") + "/.+") for o in outs]
+    inside = [
+        (name, path(d))
+        for name, stage in stages.items()
+        for d in stage.get("do", stage).get("deps", [])
+        if any(pattern.fullmatch(template.sub("x", path(d))) for pattern in inside_of)
+    ]
+    assert inside == []
+
+
 def test_metrics_are_git_tracked_json_and_the_report_writes_only_the_summary():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     assert declared_metrics(stages["export_metrics"]) == ["metrics/summary.json"]
