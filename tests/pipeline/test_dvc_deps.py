@@ -6,6 +6,7 @@ Otherwise an edit to, say, ``config.py`` would leave ``dvc status`` clean while 
 records came from other code (and a module the stage never imports reruns it for nothing).
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,13 @@ def closure(script: str | Path) -> set[str]:
     return {p.relative_to(REPO).as_posix() for p in module_closure(REPO / script, SRC)}
 
 
+def path(entry) -> str:
+    """The path of a dvc.yaml list entry: a string, or a one-key mapping to its options."""
+    return entry if isinstance(entry, str) else next(iter(entry))
+
+
 def deps(stage: dict) -> set[str]:
-    return {d if isinstance(d, str) else next(iter(d)) for d in stage["deps"]}
+    return {path(d) for d in stage["deps"]}
 
 
 @pytest.mark.parametrize("name", sorted(set(STAGES) - {FINGERPRINT_STAGE}))
@@ -195,3 +201,36 @@ def test_no_stage_declares_a_persist_output():
         if "--checkpoints" in cmd:
             path = cmd.split("--checkpoints", 1)[1].split()[0]
             assert "/" + "/".join(path.split("/")[:2]) + "/" in gitignore, path
+
+
+def test_every_stage_but_the_report_can_be_restored_from_the_run_cache():
+    """DVC saves a run-cache entry only for a stage whose uncached outputs are all metrics or plots
+    (``Stage.run``: ``no_cache_outs``). The stages' git-tracked JSON files are therefore metrics;
+    export_metrics (a report in Markdown, charts) and code_fingerprint (always run) are the exceptions."""
+    blocked = {
+        name
+        for name, stage in STAGES.items()
+        if any(isinstance(o, dict) and o[path(o)].get("cache") is False for o in stage.get("outs", []))
+    }
+    assert blocked == {FINGERPRINT_STAGE, "export_metrics"}
+
+
+def test_no_stage_reads_a_file_inside_another_stages_output_folder():
+    """After a run-cache restore, `dvc exp run` looks a dependency inside an output folder up in the
+    folder's version recorded in dvc.lock, which a fresh clone's cache lacks ("failed to load
+    directory"): stages depend on whole outputs. Two folders are safe: data/fingerprints (not cached,
+    rewritten first by the always-run code_fingerprint) and data/raw (fetch_data's copy of the mirror,
+    fixed by the manifest's checksums, so the recorded version is the one fetch_data writes)."""
+    template = re.compile(r"\$\{[^}]*\}")  # ${item}, ${item.arm}: one path segment each
+    outs = {path(o) for stage in STAGES.values() for key in ("outs", "metrics", "plots") for o in stage.get(key, [])}
+    inside_of = [
+        re.compile(re.escape(template.sub("@", o)).replace("@", "[^/]+") + "/.+")
+        for o in outs - {"data/fingerprints", "data/raw"}
+    ]
+    inside = [
+        (name, dep)
+        for name, stage in STAGES.items()
+        for dep in deps(stage)
+        if any(pattern.fullmatch(template.sub("x", dep)) for pattern in inside_of)
+    ]
+    assert inside == []

@@ -1,7 +1,7 @@
 """The headline DVC metric is the flat ``metrics/summary.json``, with at most 40 keys for the default
 pipeline (one NER and one classification dataset) and no timings, so ``dvc exp show`` recipes and
 ``dvc metrics diff --targets metrics/summary.json`` stay readable. Each stage's own JSON file is a
-metric too, so that DVC's run-cache can restore the stage."""
+metric too, so that DVC's run-cache can restore the stage (tests/pipeline/test_dvc_deps.py)."""
 
 import re
 
@@ -59,15 +59,6 @@ def test_summary_has_no_timings_with_any_number_of_seeds(seeds):
     assert [k for k in summary(synthetic_data(seeds)) if TIMING.search(k)] == []
 
 
-def uncached_plain_outs(stage: dict) -> list[str]:
-    """A stage's outputs with ``cache: false`` declared under ``outs:`` (not ``metrics:`` or ``plots:``)."""
-    return [
-        next(iter(out))
-        for out in stage.get("outs", [])
-        if isinstance(out, dict) and next(iter(out.values())).get("cache") is False
-    ]
-
-
 def declared_metrics(node) -> list[str]:
     """Every path under a ``metrics:`` key anywhere in dvc.yaml (stages, matrix/foreach, top level)."""
     found = []
@@ -81,43 +72,6 @@ def declared_metrics(node) -> list[str]:
         for item in node:
             found += declared_metrics(item)
     return found
-
-
-def test_every_stage_but_the_report_can_be_restored_from_the_run_cache():
-    """DVC saves a run-cache entry only for a stage whose uncached outputs are all metrics or plots
-    (``Stage.run``: ``no_cache_outs``). The stages' git-tracked JSON files are therefore metrics;
-    export_metrics (a report in Markdown, charts) and code_fingerprint (always run) are the exceptions."""
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    blocked = {name: outs for name, stage in stages.items() if (outs := uncached_plain_outs(stage.get("do", stage)))}
-    assert set(blocked) == {"code_fingerprint", "export_metrics"}, blocked
-
-
-def test_no_stage_reads_a_file_inside_another_stages_output_folder():
-    """After a run-cache restore, `dvc exp run` looks a dependency inside an output folder up in the
-    folder's version recorded in dvc.lock, which a fresh clone's cache lacks ("failed to load
-    directory"): stages depend on whole outputs. Two folders are safe: data/fingerprints (not cached,
-    rewritten first by the always-run code_fingerprint) and data/raw (fetch_data's copy of the mirror,
-    fixed by the manifest's checksums, so the recorded version is the one fetch_data writes)."""
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    template = re.compile(r"\$\{[^}]*\}")  # ${item}, ${item.arm}: one path segment each
-
-    def path(entry) -> str:
-        return entry if isinstance(entry, str) else next(iter(entry))
-
-    outs = {
-        path(o)
-        for stage in stages.values()
-        for key in ("outs", "metrics", "plots")
-        for o in stage.get("do", stage).get(key, [])
-    } - {"data/fingerprints", "data/raw"}
-    inside_of = [re.compile(re.escape(template.sub("@", o)).replace("@", "[^/]+") + "/.+") for o in outs]
-    inside = [
-        (name, path(d))
-        for name, stage in stages.items()
-        for d in stage.get("do", stage).get("deps", [])
-        if any(pattern.fullmatch(template.sub("x", path(d))) for pattern in inside_of)
-    ]
-    assert inside == []
 
 
 def test_metrics_are_git_tracked_json_and_the_report_writes_only_the_summary():
