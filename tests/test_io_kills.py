@@ -265,7 +265,9 @@ def _results(proj: Path) -> dict:
 def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted_metrics(tiny_repro, tmp_path):
     """`kill -9` of `dvc repro` in the middle of fine-tuning (after an epoch checkpoint), then
     `dvc repro` again: it resumes, ends with the metrics of an uninterrupted run, and leaves no strays.
-    Both start from a copy of the session's tiny repro (its data and base model), with four epochs."""
+    Both start from a copy of the session's tiny repro (its data and base model), with eight epochs;
+    the kill waits for a checkpoint before the last step (the uninterrupted run's last one), since the
+    tiny run's epochs take a fraction of a second and the stage's metrics come right after the last."""
     import shutil
     import signal
     import time
@@ -275,12 +277,14 @@ def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted
     stage = "finetune_ner@bc5cdr-baseline"
     proj = copy_project(tiny_repro, tmp_path / "proj")
     params = yaml.safe_load((proj / "params.yaml").read_text())
-    params["finetune_ner"]["epochs"] = 4.0
+    params["finetune_ner"]["epochs"] = 8.0
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     ckpts = proj / "models/finetune_checkpoints/ner/bc5cdr/baseline/seed13"
     shutil.rmtree(ckpts)  # the one-epoch run's: the checkpoint awaited below is the new run's
     ref = copy_project(proj, tmp_path / "ref")  # the same inputs, run without a kill
     run(["dvc", "repro", "-s", stage], ref)
+    ref_ckpts = ref / ckpts.relative_to(proj)
+    last = max(int(c.name.rsplit("-", 1)[1]) for c in ref_ckpts.glob("checkpoint-[0-9]*"))
     env = {**os.environ, "MINISCI_DATA_MIRROR": str(FIXTURE_MIRROR)}
     proc = subprocess.Popen(
         ["dvc", "repro", "-s", stage],
@@ -293,11 +297,15 @@ def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted
     from minisci.training import checkpoint_problem
 
     def whole_checkpoint() -> bool:  # a trainer_state.json alone may be caught half-written
-        return any(checkpoint_problem(c) is None for c in ckpts.glob("checkpoint-*") if c.is_dir())
+        return any(
+            checkpoint_problem(c) is None
+            for c in ckpts.glob("checkpoint-[0-9]*")
+            if c.is_dir() and c.name.rsplit("-", 1)[1].isdigit() and int(c.name.rsplit("-", 1)[1]) < last
+        )
 
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not whole_checkpoint():
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert proc.poll() is None, "the stage finished before it could be killed; raise the epochs"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
