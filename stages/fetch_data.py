@@ -4,8 +4,10 @@ downloaded), verify sha256, and publish the tree atomically.
 Usage: python stages/fetch_data.py --manifest data/manifest.tsv --out data/raw [--params params.yaml]
 
 The mirror is ``fetch_data.mirror`` in params.yaml; the environment variable MINISCI_DATA_MIRROR
-overrides it (read here only). The mirror location is deliberately not a DVC param: the files are
-identified by their checksums, so moving the mirror must not invalidate the pipeline.
+overrides it (read here only). A relative mirror is taken from the repository root, also under
+``dvc exp run --temp`` and ``--queue``, whose temporary workspaces lie elsewhere. The mirror location
+is deliberately not a DVC param: the files are identified by their checksums, so moving the mirror
+must not invalidate the pipeline.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 
 from minisci.config import FetchDataConfig, load_section
 from minisci.data.fetch import fetch_all, read_manifest
+from minisci.pretrain.model import repo_path
 from minisci.stage import description, run_stage
 
 ENV_MIRROR = "MINISCI_DATA_MIRROR"
@@ -32,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     mirror = os.environ.get(ENV_MIRROR) or cfg.mirror
     option = ENV_MIRROR if os.environ.get(ENV_MIRROR) else f"{args.params}: fetch_data.mirror"
     warnings: list[str] = []
-    stats = fetch_all(read_manifest(args.manifest, warnings), mirror, args.out, option=option)
+    stats = fetch_all(read_manifest(args.manifest, warnings), mirror and repo_path(mirror), args.out, option=option)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
     repeated = f"; {len(warnings)} repeated manifest line(s) skipped" if warnings else ""

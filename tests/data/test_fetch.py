@@ -81,6 +81,22 @@ def test_stage_env_override_and_exit_code(tmp_path, monkeypatch, capsys):
     shutil.rmtree(tmp_path / "raw")
 
 
+def test_a_relative_mirror_is_taken_from_the_repository_root(tmp_path, monkeypatch):
+    """Under `dvc exp run --temp` or `--queue` the stage runs in a temporary workspace elsewhere, and
+    DVC_ROOT names the repository: `../shared/data` must still find the mirror beside it."""
+    root, workspace = tmp_path / "checkout" / "repo", tmp_path / "elsewhere" / "exp"
+    workspace.mkdir(parents=True)
+    root.mkdir(parents=True)
+    shutil.copytree(FIXTURE_MIRROR, tmp_path / "checkout" / "mirror")
+    fixture_manifest(workspace / "m.tsv")
+    (workspace / "params.yaml").write_text(yaml.safe_dump({"fetch_data": {"mirror": "../mirror"}}))
+    monkeypatch.chdir(workspace)
+    monkeypatch.delenv(fetch_data.ENV_MIRROR, raising=False)
+    monkeypatch.setenv("DVC_ROOT", str(root))
+    assert run_stage(fetch_data.main, ["--manifest", "m.tsv", "--out", "raw"]) == 0
+    assert sorted(p.name for p in (workspace / "raw").rglob("*") if p.is_file())
+
+
 @pytest.mark.parametrize("kind", ["missing", "file"])
 def test_mirror_that_is_missing_or_a_file_names_the_option(tmp_path, kind):
     entries = fixture_manifest(tmp_path / "m.tsv")
