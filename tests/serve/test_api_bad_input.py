@@ -91,6 +91,32 @@ def test_index_build_refuses_a_folder_that_merely_holds_an_index_json(tiny_model
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
 
 
+def test_index_build_refuses_another_minisci_output_such_as_its_own_encoder(tiny_model_dir, index_dir, tmp_path):
+    """A model or a prepared dataset carries the marker too: only an index is replaced by an index."""
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    (model / OUTPUT_MARKER).write_text("minisci")
+    before = sorted(p.name for p in model.iterdir())
+    docs = [{"id": "a", "title": "t", "authors": [], "_text": "t"}]
+    with pytest.raises(MinisciError, match=r"model: not an earlier index but another output \(.*config.json"):
+        Index.build(model, docs, model)
+    assert sorted(p.name for p in model.iterdir()) == before
+    assert (
+        cli.main(
+            [
+                "index",
+                "--model",
+                str(tiny_model_dir),
+                "--docs",
+                str(REPO / "tests/fixtures/papers.jsonl"),
+                "--out",
+                str(model),
+            ]
+        )
+        == 1
+    )
+    assert sorted(p.name for p in model.iterdir()) == before
+
+
 def test_an_index_is_replaced_with_or_without_its_marker(tiny_model_dir, index_dir, tmp_path):
     docs = [{"id": "a", "title": "t", "authors": [], "_text": "t"}]
     marked = shutil.copytree(index_dir, tmp_path / "marked")

@@ -199,8 +199,9 @@ def _index_before_markers(path: Path) -> bool:
 
 
 def check_out_dir(out_dir: str | Path) -> None:
-    """Only an earlier index (or an empty folder) may be replaced: a folder that also holds files
-    minisci did not write, ``index.json`` or not, is refused with the names of those files."""
+    """Only an earlier index (or an empty folder) may be replaced: a folder that also holds other
+    files, ``index.json`` or not, is refused with the names of those files; so is another output of
+    minisci's (a model, a prepared dataset), marker or not."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise MinisciError(f"--out {out}: exists and is not a directory")
@@ -211,6 +212,11 @@ def check_out_dir(out_dir: str | Path) -> None:
             f"--out {out}: not an earlier index (no {OUTPUT_MARKER} file); refusing to replace it and delete "
             f"{foreign_files(out)}: choose a new or empty directory"
         ) from None
+    if out.is_dir() and any(out.iterdir()) and not ((out / "index.json").is_file() and _index_before_markers(out)):
+        raise MinisciError(
+            f"--out {out}: not an earlier index but another output ({foreign_files(out)}); refusing to replace "
+            "it: choose a new or empty directory"
+        )
 
 
 def duplicate_ids(docs: list[dict]) -> list[str]:
