@@ -93,6 +93,18 @@ def no_weights(a, t):
     return ["ner", "--model", str(d), "x"]
 
 
+def truncated_weights(a, t):
+    d = copy(a["ner"], t / "m")
+    (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:1000])
+    return ["ner", "--model", str(d), "x"]
+
+
+def truncated_encoder(a, t):
+    d = copy(a["encoder"], t / "e")
+    (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:1000])
+    return index_argv({**a, "encoder": d})
+
+
 def pickle_only(a, t):
     d = copy(a["ner"], t / "m")
     (d / "model.safetensors").rename(d / "pytorch_model.bin")
@@ -297,6 +309,9 @@ CASES = [
     ("--file a directory", lambda a, t: ["cite", "--model", str(a["cite"]), "--file", str(t)], 1, r": is a directory, expected a text file"),
     ("abstract not UTF-8", bad_utf8_abstract, 1, r"abs.txt:1: not UTF-8 \(byte offset 0"),
     ("documents not UTF-8", bad_utf8_docs, 1, r"d.jsonl:2: not UTF-8: byte 0xe9 at byte offset \d+"),
+    ("truncated model.safetensors", truncated_weights, 1, r"m: cannot load the model: "),
+    ("index: truncated model.safetensors", truncated_encoder, 1, r"e: cannot load the model: "),
+    ("a text that is not UTF-8", lambda a, t: ["ner", "--model", str(a["ner"]), "caf\udce9"], 1, r"input 1: not UTF-8 text \(byte 0xe9 at character 3\)"),
     # options
     ("search -k -3", lambda a, t: search_argv(a["root"] / "index", "-k", "-3"), 2, r"argument -k: must be >= 1, got -3"),
     ("search -k 0", lambda a, t: search_argv(a["root"] / "index", "-k", "0"), 2, r"argument -k: must be >= 1, got 0"),

@@ -57,6 +57,15 @@ def test_a_changed_model_is_exported_anew(tiny_finetuned, cache, tmp_path):
     assert len(list(cache.glob("*.onnx"))) == 2
 
 
+def test_a_damaged_cached_export_is_exported_again(tiny_finetuned, cache):
+    texts = [e.text for e in load_prepared(tiny_finetuned["cite_data"]).splits["test"]][:3]
+    ref = classify(text_classifier(tiny_finetuned["cite"], backend="onnx"), texts)
+    (cached,) = cache.glob("*.onnx")
+    cached.write_bytes(cached.read_bytes()[:1000])  # a copy cut short
+    assert classify(text_classifier(tiny_finetuned["cite"], backend="onnx"), texts) == ref
+    assert [p.name for p in cache.glob("*.onnx")] == [cached.name] and cached.stat().st_size > 1000
+
+
 def test_crf_model_on_onnx_decodes_with_viterbi_like_torch(tiny_finetuned, cache, tmp_path):
     import torch
     from transformers import AutoTokenizer

@@ -42,6 +42,12 @@ def check_text(text, what: str = "text") -> str:
         raise MinisciError(f"{what}: expected a text (str), got {type(text).__name__}")
     if not text.strip():
         raise MinisciError(f"{what}: empty text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # a command-line argument's undecodable bytes, kept as lone surrogates
+        raise MinisciError(
+            f"{what}: not UTF-8 text (byte 0x{ord(e.object[e.start]) & 0xFF:02x} at character {e.start})"
+        ) from None
     return text
 
 

@@ -128,10 +128,12 @@ def resolve_device(device: str) -> str:
 def loading(model_dir: str | Path):
     """Translate what transformers raises for a broken model directory into a one-line error, with
     transformers quiet meanwhile (:func:`quiet_transformers`)."""
+    from safetensors import SafetensorError  # a truncated or damaged model.safetensors
+
     with quiet_transformers():
         try:
             yield
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise MinisciError(f"{model_dir}: cannot load the model: {first}") from None
 

@@ -149,6 +149,17 @@ def exported(model, model_dir: str | Path, precision: str = "fp32") -> Path:
     return target
 
 
+def cached_session(model, model_dir: str | Path, precision: str):
+    """A session on the cached export, exported again if the cached file is damaged (a disk that
+    filled up, a copy cut short): the cache is minisci's own, rebuilt rather than failing every run."""
+    path = exported(model, model_dir, precision)
+    try:
+        return session(path)
+    except Exception:  # onnxruntime's own error types (InvalidProtobuf, Fail, ...)
+        path.unlink(missing_ok=True)
+        return session(exported(model, model_dir, precision))
+
+
 def check_onnx(precision: str) -> None:
     """Refuse what ``--backend onnx`` cannot run before any model is loaded."""
     if precision not in ONNX_PRECISIONS:
@@ -165,5 +176,5 @@ def use_onnx(pipe, model_dir: str | Path, precision: str):
     if pipe.model.device.type != "cpu":
         raise MinisciError("--backend onnx runs on CPU; use --backend torch on a GPU")
     model = pipe.model
-    pipe.model = OrtModel(session(exported(model, model_dir, precision)), model.config, getattr(model, "crf", None))
+    pipe.model = OrtModel(cached_session(model, model_dir, precision), model.config, getattr(model, "crf", None))
     return pipe
