@@ -29,6 +29,12 @@ def main(argv: list[str] | None = None) -> None:
         help="the folders this stage depends on in dvc.yaml: every corpus of the catalogue must lie under one",
     )
     p.add_argument(
+        "--fetched",
+        default="data/raw",
+        help="fetch_data's output (default data/raw): a corpus there must be one of the files it copies",
+    )
+    p.add_argument("--manifest", default="data/manifest.tsv", help="fetch_data's manifest (default data/manifest.tsv)")
+    p.add_argument(
         "--datasets", required=True, help="output of prepare_data: every catalogue dataset's test split is guarded"
     )
     p.add_argument("--out", required=True, help="directory: documents.jsonl, punkt_params.json")
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
 
     cfg = load_section(SampleCorpusConfig, "sample_corpus", args.params)
     corpora = load_corpora(args.corpora_catalogue)
-    check_tracked(corpora, args.corpus_dirs)
+    check_tracked(corpora, args.corpus_dirs, args.fetched, args.manifest, args.corpora_catalogue)
     names = tuple(load_catalog(args.catalogue))
     start = time.perf_counter()
     with atomic_path(args.out) as out:

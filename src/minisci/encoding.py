@@ -16,6 +16,26 @@ import torch
 from minisci.batching import length_batches, windows_of
 from minisci.errors import MinisciError
 
+# What a saved tokenizer consists of (one of them, by tokenizer kind). Without any, transformers builds
+# a tokenizer of a handful of special tokens, which reads every word as [UNK] and gives garbage, not an error.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+
+
+def check_tokenizer_files(path: str | Path) -> None:
+    path = Path(path)
+    if path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise MinisciError(
+            f"{path}: no tokenizer files (one of {', '.join(TOKENIZER_FILES)}); save the model's tokenizer beside it "
+            "(tokenizer.save_pretrained(DIR))"
+        )
+
 
 def load_encoder(model_dir: str | Path):
     """Encoder (``AutoModel``, inference mode, fp32) and tokenizer of a model directory."""
@@ -24,6 +44,7 @@ def load_encoder(model_dir: str | Path):
     path = Path(model_dir)
     if not (path / "config.json").is_file():
         raise MinisciError(f"{path}: not a model directory (no config.json)")
+    check_tokenizer_files(path)
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     model = AutoModel.from_pretrained(path, use_safetensors=True, local_files_only=True, trust_remote_code=False)
     return model.eval(), tok

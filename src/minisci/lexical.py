@@ -72,9 +72,12 @@ def ranks(scores: np.ndarray) -> np.ndarray:
     return out
 
 
-def fuse(*score_rows: np.ndarray) -> np.ndarray:
-    """Reciprocal rank fusion of several retrievers' scores ([queries, documents] each)."""
-    return sum(1.0 / (RRF_K + ranks(np.atleast_2d(s))) for s in score_rows)
+def fuse(dense: np.ndarray, lexical: np.ndarray) -> np.ndarray:
+    """Reciprocal rank fusion of dense and BM25 scores ([queries, documents] each). A document that
+    shares no word with the query (BM25 score 0) is not in BM25's list and gets nothing from it:
+    ranked among the ties, it would be promoted by its place in the collection."""
+    lexical = np.atleast_2d(lexical)
+    return 1.0 / (RRF_K + ranks(np.atleast_2d(dense))) + np.where(lexical > 0, 1.0 / (RRF_K + ranks(lexical)), 0.0)
 
 
 def hybrid_scores(dense: np.ndarray, lexical: np.ndarray) -> np.ndarray:

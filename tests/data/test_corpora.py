@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, fixture_corpora, run_sample_corpus, tiny_params
@@ -95,9 +96,14 @@ def test_txt_folder_one_document_per_file(tmp_path):
     (tmp_path / "notes/b.txt").write_text("Second note. It has two sentences.")
     (tmp_path / "notes/sub/a.txt").write_text("A note in a subfolder.\n\nWith a paragraph.")
     (tmp_path / "notes/.hidden.txt").write_text("ignored")
+    (tmp_path / "notes/.ipynb_checkpoints").mkdir()
+    (tmp_path / "notes/.ipynb_checkpoints/b.txt").write_text("ignored: in a hidden folder")
     (tmp_path / "notes/readme.md").write_text("ignored: not .txt")
+    (tmp_path / "notes/c.txt").write_bytes("\ufeffA note saved with a byte-order mark.".encode())
     records = read(corpus(format="txt", dir="notes"), tmp_path)
-    assert [r.id for r in records] == ["b.txt", "sub/a.txt"]
+    # the corpus's name and the file's path: two corpora of files named alike keep distinct ids
+    assert [r.id for r in records] == ["physics:b.txt", "physics:c.txt", "physics:sub/a.txt"]
+    assert records[1].text == "A note saved with a byte-order mark."
 
 
 def test_content_ids_ignore_whitespace_only():
@@ -128,6 +134,33 @@ def test_malformed_json_line_and_missing_filter_field(tmp_path):
     write_jsonl(tmp_path / "q.jsonl", [{"paper_id": 1, "abstract": "x y z"}])
     with pytest.raises(DataFormatError, match=r"q.jsonl:1: missing field 'lang' \(corpora filter\)"):
         read(corpus(format="jsonl", path="q.jsonl", **FIELDS), tmp_path)
+
+
+def test_an_unpaired_surrogate_escape_is_a_data_error(tmp_path):
+    (tmp_path / "p.jsonl").write_text(
+        '{"abstract": "a pair \\ud83d\\ude00 is text"}\n{"abstract": "lone \\ud800 half"}\n'
+    )
+    with pytest.raises(DataFormatError, match=r"p.jsonl:2: an unpaired UTF-16 surrogate escape \(\\ud800\)"):
+        read(corpus(format="jsonl", path="p.jsonl", text_field="abstract"), tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "hf"])
+def test_a_damaged_or_foreign_arrow_file_is_a_data_error(tmp_path, fmt):
+    from minisci.data.corpora import corpus_size
+
+    if fmt == "parquet":
+        (tmp_path / "p").mkdir()
+        (tmp_path / "p/a.parquet").write_text("not parquet")
+        c, match = corpus(format="parquet", dir="p", text_field="abstract"), r"p/a.parquet: not a Parquet file"
+    else:
+        write_hf(tmp_path / "p", DOCS * 100)
+        arrow = next((tmp_path / "p").glob("*.arrow"))
+        arrow.write_bytes(arrow.read_bytes()[:1000])
+        c, match = corpus(format="hf", dir="p", text_field="abstract"), r"p: cannot be read \("
+    with pytest.raises(DataFormatError, match=match):
+        corpus_size(c, tmp_path)  # what the scan asks first, for its progress
+    with pytest.raises(DataFormatError, match=match):
+        read(c, tmp_path)
 
 
 def test_damaged_gzip_is_a_data_error(tmp_path):
@@ -183,6 +216,21 @@ def test_a_corpus_outside_the_stage_dependencies_is_refused():
     with pytest.raises(ConfigError, match=r"corpora.physics: /elsewhere/notes is outside .*data/corpora/physics"):
         check_tracked(corpora, ["data/raw/corpus", "data/corpora"])
     check_tracked({"physics": corpus(format="txt", dir="data/corpora/notes")}, ["data/raw/corpus", "data/corpora"])
+
+
+def test_a_corpus_in_fetch_datas_output_must_be_a_file_it_copies(tmp_path, monkeypatch):
+    """DVC replaces data/raw whole on checkout: a user's file put there would be deleted."""
+    monkeypatch.chdir(tmp_path)
+    Path("data").mkdir()
+    Path("data/manifest.tsv").write_text("path\tbytes\tsha256\turl\ncorpus/biomedical.jsonl\t1\t" + "0" * 64 + "\tu\n")
+    dirs = ["data/raw/corpus", "data/corpora"]
+    check_tracked({"biomedical": corpus(format="jsonl", path="data/raw/corpus/biomedical.jsonl", text_field="t")}, dirs)
+    mine = {"mine": corpus(format="jsonl", path="data/raw/corpus/mine.jsonl", text_field="t")}
+    with pytest.raises(
+        ConfigError,
+        match=r"corpora.mine: data/raw/corpus/mine.jsonl is not a file fetch_data copies .*data/corpora/mine",
+    ):
+        check_tracked(mine, dirs)
 
 
 # 3. the sample ---------------------------------------------------------------------------------------------
@@ -257,3 +305,39 @@ def test_malformed_pool_file_in_a_worker_is_the_same_one_line_error(tmp_path, fi
         run_sample_corpus(
             tmp_path / "o", fixture_prepared, FIXTURE_DATASETS, cfg(), fixture_corpora(mirror), num_proc=2
         )
+
+
+def two_corpora(tmp_path, a: list[dict], b: list[dict], **fields) -> dict:
+    for name, rows in (("a", a), ("b", b)):
+        write_jsonl(tmp_path / f"{name}.jsonl", rows)
+    return {
+        n: from_dict(CorpusConfig, {"path": str(tmp_path / f"{n}.jsonl"), "format": "jsonl", "text_field": "text",
+                                    "weight": 0.5, **fields}, f"corpora.{n}")
+        for n in "ab"
+    }  # fmt: skip
+
+
+def test_two_texts_under_one_id_are_a_data_error_naming_both(tmp_path, fixture_prepared):
+    """Ids name documents: corpora whose ids overlap (two numbering schemes) are not duplicates to drop."""
+    text = "Stars form in clouds of gas. The clouds collapse under gravity. Sentence {} ends here."
+    a = [{"id": i, "text": text.format(f"a{i}")} for i in range(30)]
+    b = [{"id": i + 25, "text": text.format(f"b{i}")} for i in range(30)]
+    corpora = two_corpora(tmp_path, a, b, id_field="id")
+    with pytest.raises(DataFormatError, match=r"b.jsonl:1: its id is also the id of another text, at .*a.jsonl:26"):
+        run_sample_corpus(tmp_path / "o", fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=10), corpora)
+    assert not (tmp_path / "o/documents.jsonl").exists()
+    # the same document in both corpora (same id, same text) is a duplicate, dropped once
+    corpora = two_corpora(
+        tmp_path, a, a[:5] + [{"id": i + 100, "text": text.format(f"c{i}")} for i in range(20)], id_field="id"
+    )
+    _, _, m = run_sample_corpus(tmp_path / "p", fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=10), corpora)
+    assert m["corpora"]["b"]["duplicates_dropped"] == 5
+
+
+def test_a_title_field_no_document_has_is_an_error(tmp_path, fixture_prepared):
+    rows = [{"text": f"Stars form in clouds. Clouds collapse {i}.", "title": f"On stars {i}"} for i in range(10)]
+    corpora = two_corpora(tmp_path, rows, rows[::-1], title_field="titel")
+    with pytest.raises(
+        DataFormatError, match=r"a.jsonl: no document has a title in field 'titel' \(corpora.a.title_field\)"
+    ):
+        run_sample_corpus(tmp_path / "o", fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=4), corpora)

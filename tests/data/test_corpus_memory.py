@@ -1,4 +1,5 @@
-"""sample_corpus streams: its peak memory does not grow with the corpus (slow: ~2-4 min on 2 cores).
+"""sample_corpus streams, and finetune_embeddings's benchmark reads its pool twice instead of holding
+it: their peak memory does not grow with the corpus (slow: ~2-4 min on 2 cores).
 
 A generated corpus of 10k and of 100k documents (~6 and ~60 MB of JSON Lines) is sampled in a fresh
 process each, and the process reads its own peak RSS (``getrusage``). Holding every document, as the
@@ -29,33 +30,53 @@ print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
 """
 
 
+BENCHMARK_CHILD = """
+import json, resource, sys
+sys.path.insert(0, {tests!r})
+from conftest import tiny_params
+from minisci.config import CorpusConfig, FinetuneEmbeddingsConfig, from_dict
+from minisci.finetune.retrieval_benchmark import build_benchmark
+corpora = {{"gen": from_dict(CorpusConfig, {{"path": {path!r}, "format": "jsonl", "text_field": "text",
+                                            "title_field": "title", "weight": 1.0}}, "c")}}
+cfg = from_dict(FinetuneEmbeddingsConfig, tiny_params()["finetune_embeddings"], "f")
+bench = build_benchmark(corpora, {documents!r}, cfg)
+assert len(bench.train) == cfg.n_train
+print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+"""
+
+
 def generate(path, n: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(5000)]
     with path.open("w") as f:
         for i in range(n):
             sents = [" ".join(rng.choices(vocab, k=12)).capitalize() + "." for _ in range(8)]
-            f.write(json.dumps({"text": " ".join(sents), "n": i}) + "\n")
+            f.write(json.dumps({"text": " ".join(sents), "n": i, "title": f"Title of generated document {i}"}) + "\n")
 
 
-def peak_kb(tmp_path, fixture_prepared, n: int) -> int:
+def peak_kb(tmp_path, n: int, child: str, **fields) -> int:
     path = tmp_path / f"gen{n}.jsonl"
-    generate(path, n)
-    code = CHILD.format(
-        tests=str(REPO / "tests"),
-        path=str(path),
-        out=str(tmp_path / f"out{n}"),
-        prepared=str(fixture_prepared),
-        datasets=FIXTURE_DATASETS,
-    )
+    if not path.exists():
+        generate(path, n)
+    code = child.format(tests=str(REPO / "tests"), path=str(path), out=str(tmp_path / f"out{n}"), **fields)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow
 def test_peak_rss_does_not_grow_with_the_corpus(tmp_path, fixture_prepared):
-    small, large = peak_kb(tmp_path, fixture_prepared, 10_000), peak_kb(tmp_path, fixture_prepared, 100_000)
+    fields = {"prepared": str(fixture_prepared), "datasets": FIXTURE_DATASETS}
+    small, large = peak_kb(tmp_path, 10_000, CHILD, **fields), peak_kb(tmp_path, 100_000, CHILD, **fields)
     corpus_mb = (tmp_path / "gen100000.jsonl").stat().st_size / 2**20
     assert corpus_mb > 50
     # 90k more documents: ~4 MB of keys and ranks; holding them would be ~90 MB
+    assert (large - small) / 1024 < 25, f"peak RSS {small / 1024:.0f} MB -> {large / 1024:.0f} MB"
+
+
+@pytest.mark.slow
+def test_the_retrieval_benchmarks_peak_rss_does_not_grow_with_the_pool(tmp_path):
+    documents = tmp_path / "documents.jsonl"  # the corpus sample: two documents outside it, so the pool is unseen
+    documents.write_text("".join(json.dumps({"id": i, "sentences": ["One sentence here."]}) + "\n" for i in "xy"))
+    small, large = (peak_kb(tmp_path, n, BENCHMARK_CHILD, documents=str(documents)) for n in (10_000, 100_000))
+    # 90k more documents: ~5 MB of keys, ranks and lengths; holding them would be ~100 MB
     assert (large - small) / 1024 < 25, f"peak RSS {small / 1024:.0f} MB -> {large / 1024:.0f} MB"

@@ -207,6 +207,9 @@ def test_type_absent_from_train_or_declared_labels(tmp_path):
         prepare_dataset("d", ner_entry(tmp_path))
     with pytest.raises(DataFormatError, match=r"train\.txt:1: entity type 'A' not among the declared labels \['C'\]"):
         prepare_dataset("d", ner_entry(tmp_path, labels=("C",)))
+    # declared, but train has none: the model could never learn it, as for a class
+    with pytest.raises(DataFormatError, match=r"test\.txt:3: entity type 'B' never occurs in train"):
+        prepare_dataset("d", ner_entry(tmp_path, labels=("A", "B")))
 
 
 def test_empty_split(tmp_path):

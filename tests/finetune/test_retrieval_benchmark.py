@@ -2,6 +2,7 @@
 rankings, the starting-encoder choice, and a tiny run of the stage."""
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,9 @@ import pytest
 from conftest import REPO, fixture_corpora, tiny_params, write_params
 
 from minisci.config import FinetuneEmbeddingsConfig, from_dict
+from minisci.data.corpora import iter_records
+from minisci.data.corpus import rank, text_key
+from minisci.data.readers import Document, read_documents
 from minisci.errors import MinisciError
 from minisci.finetune.embeddings import (
     choose_retriever,
@@ -22,6 +26,7 @@ from minisci.finetune.retrieval_benchmark import (
     pair_training_examples,
     rank_metrics,
     relevant_ranks,
+    titled,
 )
 from minisci.io import write_jsonl
 from minisci.report.retrieval import compare
@@ -60,9 +65,47 @@ def test_query_documents_are_held_out_from_pretraining_and_training(sampled):
     assert not {c["id"] for c in bench.test.candidates} & {c["id"] for c in bench.dev.candidates}
     flagged = {d["id"] for d in pool_rows() if d["eval_overlap"]}
     assert flagged and not flagged & (train_ids | {c["id"] for c in bench.test.candidates})
-    pairs = pair_training_examples(bench, 16, True, 13)
+    assert len(bench.train) == 16 < bench.train_available
+    pairs = pair_training_examples(bench, True)
     texts = {d["id"]: d["text"] for d in bench.train}
     assert all(p["negative"] != p["positive"] and p["negative"] in texts.values() for p in pairs)
+
+
+def in_memory_benchmark(documents, cfg) -> dict:
+    """The benchmark built from every pool document held in memory, in the rule's own words: the
+    streamed build must choose the same documents in the same order."""
+    pool, seen_ids, seen_texts = [], set(), set()
+    for name, c in CORPORA.items():
+        for _, _, r in iter_records(name, c):
+            if r.id in seen_ids or text_key(r.text) in seen_texts:
+                continue
+            seen_ids.add(r.id)
+            seen_texts.add(text_key(r.text))
+            if not r.flagged:
+                pool.append(Document(r.id, r.source, name, r.kind, r.title, r.text, r.flagged))
+    sampled = {d["id"] for d in read_documents(documents)}
+    order = sorted(pool, key=lambda d: rank(cfg.seed, d.id, "retrieval"))
+    need = cfg.n_test_queries + cfg.n_dev_queries
+    held = [d for d in order if titled(d) and d.id not in sampled][:need]
+    longest = max(len(d.text.split()) for d in held)
+    rest = [d for d in order if d not in held and len(d.text.split()) <= longest]
+    n_d = cfg.n_candidates + cfg.n_dev_candidates - need
+    train = [d for d in order if titled(d) and d not in held + rest[:n_d]]
+    random.Random(cfg.seed).shuffle(train)
+    return {"queries": [d.id for d in held], "distractors": [d.id for d in rest[:n_d]],
+            "train": [d.id for d in train[: cfg.n_train]], "available": len(train)}  # fmt: skip
+
+
+def test_the_benchmark_read_twice_equals_the_one_built_in_memory(sampled):
+    cfg = tiny_cfg(n_train=40)
+    bench = build_benchmark(CORPORA, sampled[0], cfg)
+    query_ids = [c["id"] for split in (bench.test, bench.dev) for c in split.candidates[: len(split.queries["title"])]]
+    distractors = [
+        c["id"] for split in (bench.test, bench.dev) for c in split.candidates[len(split.queries["title"]) :]
+    ]
+    got = {"queries": query_ids, "distractors": distractors, "train": [d["id"] for d in bench.train],
+           "available": bench.train_available}  # fmt: skip
+    assert got == in_memory_benchmark(sampled[0], cfg)
 
 
 def test_too_few_unseen_documents_is_one_line(sampled):

@@ -40,6 +40,19 @@ def test_bm25_and_fusion():
     assert ranks(np.array([[0.1, 0.9, 0.5]])).tolist() == [[3, 1, 2]]
     fused = fuse(np.array([[0.9, 0.1, 0.5]]), np.array([[0.0, 0.2, 3.0]]))[0]
     assert np.argmax(fused) == 2  # second by one, first by the other beats first-and-last
+    # a document sharing no word with the query gets nothing from BM25: the dense order stands
+    dense = np.array([[0.2, 0.9, 0.5]])
+    assert ranks(fuse(dense, np.zeros((1, 3)))).tolist() == ranks(dense).tolist() == [[3, 1, 2]]
+
+
+def test_a_bm25_index_finds_only_documents_that_share_a_word(tiny_model_dir, tmp_path, capsys):
+    docs = read_collection(PAPERS)
+    build_index(tiny_model_dir, docs, tmp_path / "idx", retriever="bm25")
+    assert search(tmp_path / "idx", "xylophone melodies", k=3) == []
+    assert Index(tmp_path / "idx").search("xylophone melodies", k=3) == []
+    assert search(tmp_path / "idx", docs[3]["title"], k=1)[0]["id"] == docs[3]["id"]
+    assert cli.main(["search", "--index", str(tmp_path / "idx"), "xylophone melodies"]) == 0
+    assert "no document shares a word with the query" in capsys.readouterr().err
 
 
 def test_hybrid_index_records_its_retriever_and_encoder(tiny_model_dir, tmp_path):
@@ -132,3 +145,14 @@ def test_author_holdout_finds_authors_by_their_other_papers():
     moved = vecs.copy()
     moved[6:9] = topics[[1, 2, 0]]  # each author's latest paper is on another author's topic
     assert author_holdout(moved, docs, k=1)["found_in_top_k"] == 0.0
+
+
+def test_a_model_folder_without_tokenizer_files_is_refused(tiny_model_dir, tmp_path):
+    """transformers would build a tokenizer of a few special tokens and read every word as [UNK]."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_model_dir / name, bare / name)
+    with pytest.raises(MinisciError, match=r"bare: no tokenizer files \(one of tokenizer.json, vocab.txt"):
+        build_index(bare, read_collection(PAPERS), tmp_path / "idx")
+    assert not (tmp_path / "idx").exists()

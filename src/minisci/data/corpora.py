@@ -17,6 +17,7 @@ import dataclasses
 import gzip
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from minisci.config import CorpusConfig
 from minisci.errors import DataFormatError
 
 CHUNK_ITEMS = 256  # items per chunk: large enough to amortise a hand-off to a worker, small in memory
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a JSON escape of half of a UTF-16 surrogate pair
 _SUFFIXES = {"jsonl": (".jsonl", ".jsonl.gz"), "parquet": (".parquet",), "txt": (".txt",)}
 
 
@@ -64,7 +66,11 @@ def corpus_files(cfg: CorpusConfig, root: Path = Path(".")) -> list[Path]:
     if not where.is_dir():
         raise DataFormatError(where, None, "not a folder (check the corpora entry's dir, or run `dvc pull`)")
     files = sorted(
-        p for p in where.rglob("*") if p.is_file() and p.name.endswith(_SUFFIXES[cfg.format]) and not p.name[0] == "."
+        p
+        for p in where.rglob("*")
+        if p.is_file()
+        and p.name.endswith(_SUFFIXES[cfg.format])
+        and not any(part.startswith(".") for part in p.relative_to(where).parts)  # hidden files and folders
     )
     if not files:
         raise DataFormatError(where, None, f"no {' or '.join(_SUFFIXES[cfg.format])} files in this folder")
@@ -77,9 +83,7 @@ def corpus_size(cfg: CorpusConfig, root: Path = Path(".")) -> tuple[int, str]:
     if cfg.format == "jsonl":
         return sum(f.stat().st_size for f in files), "bytes"
     if cfg.format == "parquet":
-        import pyarrow.parquet as pq
-
-        return sum(pq.ParquetFile(f).metadata.num_rows for f in files), "rows"
+        return sum(_parquet_file(f).metadata.num_rows for f in files), "rows"
     if cfg.format == "hf":
         return len(_load_hf(files[0])), "rows"
     return len(files), "files"
@@ -92,6 +96,8 @@ def _load_hf(path: Path):
         ds = datasets.load_from_disk(str(path))
     except FileNotFoundError as e:
         raise DataFormatError(path, None, f"not a dataset saved with save_to_disk ({e})") from None
+    except Exception as e:  # pyarrow's own error types for a damaged table
+        raise DataFormatError(path, None, f"cannot be read ({' '.join(str(e).split())})") from None
     if isinstance(ds, datasets.DatasetDict):
         raise DataFormatError(path, None, f"holds splits {list(ds)}; point dir at one split's folder")
     return ds
@@ -141,25 +147,43 @@ def _jsonl_chunks(name: str, k: int, path: Path, tally: Tally) -> Iterator[Chunk
     tally.done = base + path.stat().st_size
 
 
-def _parquet_batches(path: Path, cfg: CorpusConfig):
+def _parquet_file(path: Path):
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        return pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises its own error types for a file that is not Parquet
         raise DataFormatError(path, None, f"not a Parquet file ({' '.join(str(e).split())})") from None
+
+
+def _arrow_errors(path: Path, batches):
+    """``batches`` with pyarrow's errors on damaged data (a truncated file) as one line naming ``path``."""
+    import pyarrow as pa
+
+    try:
+        yield from batches
+    except (pa.ArrowException, OSError) as e:
+        raise DataFormatError(path, None, f"cannot be read ({' '.join(str(e).split())})") from None
+
+
+def _parquet_batches(path: Path, cfg: CorpusConfig):
+    pf = _parquet_file(path)
     _check_columns(path, pf.schema_arrow.names, cfg)
-    for batch in pf.iter_batches(batch_size=CHUNK_ITEMS, columns=list(cfg.fields)):
-        yield batch.to_pylist()
+    batches = pf.iter_batches(batch_size=CHUNK_ITEMS, columns=list(cfg.fields))
+    yield from _arrow_errors(path, (batch.to_pylist() for batch in batches))
 
 
 def _hf_batches(path: Path, cfg: CorpusConfig):
     ds = _load_hf(path)
     _check_columns(path, ds.column_names, cfg)
     ds = ds.select_columns(list(cfg.fields))
-    for start in range(0, len(ds), CHUNK_ITEMS):
-        batch = ds[start : start + CHUNK_ITEMS]  # a slice of the memory-mapped table
-        yield [dict(zip(batch, values)) for values in zip(*batch.values())]
+
+    def batches():
+        for start in range(0, len(ds), CHUNK_ITEMS):
+            batch = ds[start : start + CHUNK_ITEMS]  # a slice of the memory-mapped table
+            yield [dict(zip(batch, values)) for values in zip(*batch.values())]
+
+    yield from _arrow_errors(path, batches())
 
 
 def _check_columns(path: Path, columns: list[str], cfg: CorpusConfig) -> None:
@@ -201,14 +225,14 @@ def parse_item(chunk: Chunk, i: int, cfg: CorpusConfig, path: Path) -> Record | 
         rel, data = item
         where = path / rel
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark is not text
         except UnicodeDecodeError as e:
             raise DataFormatError(
                 where, None, f"not UTF-8: byte 0x{data[e.start]:02x} at byte offset {e.start}"
             ) from None
         if not text.strip():
             raise DataFormatError(where, None, "empty document (a txt corpus has one document per file)")
-        return Record(rel, "", text, chunk.corpus, "text", False)
+        return Record(f"{chunk.corpus}:{rel}", "", text, chunk.corpus, "text", False)
     if cfg.format == "jsonl":
         obj = _json_object(item, path, pos)
         fail = _at(path, pos, line=True)
@@ -252,6 +276,13 @@ def _json_object(line: bytes, path: Path, lineno: int) -> dict:
         raise DataFormatError(path, lineno, f"invalid JSON ({str(e).splitlines()[0]})") from None
     if not isinstance(obj, dict):
         raise DataFormatError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+    if _SURROGATE_ESCAPE.search(text):  # half of a UTF-16 pair may stand alone, which no UTF-8 text holds
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise DataFormatError(
+                path, lineno, f"an unpaired UTF-16 surrogate escape (\\u{ord(e.object[e.start]):04x}): not text"
+            ) from None
     return obj
 
 
@@ -298,10 +329,13 @@ def _flag(obj: dict, field: str | None, fail) -> bool:
     return value
 
 
-def iter_records(name: str, cfg: CorpusConfig, root: Path = Path(".")) -> Iterator[tuple[Chunk, int, Record]]:
-    """Every record of a corpus in order, in this process (small corpora, tests, the second pass)."""
+def iter_records(
+    name: str, cfg: CorpusConfig, root: Path = Path("."), tally: Tally | None = None
+) -> Iterator[tuple[Chunk, int, Record]]:
+    """Every record of a corpus in order, in this process (small corpora, tests, the second pass),
+    advancing ``tally``."""
     files = corpus_files(cfg, root)
-    for chunk in iter_chunks(name, cfg, root):
+    for chunk in iter_chunks(name, cfg, root, tally):
         path = files[chunk.file] if cfg.format != "txt" else root / cfg.location
         for i in range(len(chunk.items)):
             record = parse_item(chunk, i, cfg, path)

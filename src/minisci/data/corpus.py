@@ -28,6 +28,7 @@ import hashlib
 import math
 import multiprocessing
 import re
+import signal
 from array import array
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
-from minisci.config import CorpusConfig, SampleCorpusConfig
+from minisci.config import CORPORA_FILE, CorpusConfig, SampleCorpusConfig
 from minisci.data.corpora import Chunk, Record, Tally, corpus_files, corpus_size, iter_chunks, parse_item
 from minisci.data.readers import Document, NerSentence, load_prepared, words_of
 from minisci.errors import ConfigError, DataFormatError
@@ -238,7 +239,7 @@ class _Scanner:
                 hits = tuple(n for n, g in self.per_dataset.items() if g.contains_any(words)) if caught else ()
                 out.append(
                     (chunk.first + i, _h64(hashlib.sha1(r.id.encode()).digest()), text_key(r.text),
-                     _h64(rank(self.seed, r.id)), r.flagged, caught, hits)
+                     _h64(rank(self.seed, r.id)), r.flagged, caught, hits, bool(r.title))
                 )  # fmt: skip
         except DataFormatError as e:  # its __init__ signature does not survive pickling: send its parts
             where = f"{e.path}:{e.line}" if e.line is not None else f"{e.path}"
@@ -252,6 +253,7 @@ _WORKER = None  # the worker process's job: set once per process by the pool's i
 def _init_worker(job) -> None:
     global _WORKER
     _WORKER = job
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it ends the pool
 
 
 def _run_in_worker(arg):
@@ -304,7 +306,7 @@ def scan_corpora(
     for c, (name, cfg) in enumerate(corpora.items()):
         total, unit = corpus_size(cfg, root)
         progress, tally = Progress(f"sample_corpus: scan {name}", total, unit), Tally()
-        scan.filtered[name], before = 0, len(scan.rank)
+        scan.filtered[name], before, titled = 0, len(scan.rank), 0
         for chunk, result in zip_chunks(iter_chunks(name, cfg, root, tally), scanner, num_proc):
             if isinstance(result, tuple):  # the first malformed item of the chunk
                 raise DataFormatError(*result)
@@ -312,7 +314,8 @@ def scan_corpora(
                 if row is None:
                     scan.filtered[name] += 1
                     continue
-                pos, id_key, txt_key, rnk, flagged, caught, hits = row
+                pos, id_key, txt_key, rnk, flagged, caught, hits, has_title = row
+                titled += has_title
                 if hits:
                     scan.hits[len(scan.rank)] = hits
                 for arr, v in ((scan.corpus, c), (scan.file, chunk.file), (scan.pos, pos), (scan.id_key, id_key),
@@ -320,6 +323,13 @@ def scan_corpora(
                     arr.append(v)
             progress.update(len(scan.rank) - before, tally.done)
         progress.close()
+        if cfg.title_field is not None and len(scan.rank) > before and not titled:
+            raise DataFormatError(
+                root / cfg.location,
+                None,
+                f"no document has a title in field '{cfg.title_field}' (corpora.{name}.title_field): "
+                "check the field's name, or leave title_field out",
+            )
     return scan
 
 
@@ -356,6 +366,33 @@ def duplicates(id_key: np.ndarray, text_key: np.ndarray) -> np.ndarray:
     return dup
 
 
+def id_conflict(id_key: np.ndarray, text_key: np.ndarray) -> tuple[int, int] | None:
+    """The first two documents (indices, in reading order) that share an id but not a text, if any:
+    an id names one document, so two texts under one id are bad input, not a duplicate."""
+    pairs = np.unique(np.stack([id_key, text_key], axis=1), axis=0)
+    ids, counts = np.unique(pairs[:, 0], return_counts=True)
+    shared = ids[counts > 1]
+    if not len(shared):
+        return None
+    idx = np.flatnonzero(np.isin(id_key, shared))
+    first: dict[int, int] = {}
+    for i in idx:  # reading order: the earliest document whose id an earlier, different text holds
+        j = first.setdefault(int(id_key[i]), int(i))
+        if text_key[i] != text_key[j]:
+            return j, int(i)
+    return None  # not reached: a shared id has two texts
+
+
+def item_location(corpora: dict[str, CorpusConfig], root: Path, scan: Scan, i: int) -> str:
+    """Where document ``i`` of a scan lies: ``file:line`` (JSON Lines), ``file: row N`` or the text file."""
+    name = list(corpora)[scan.corpus[i]]
+    cfg, pos = corpora[name], scan.pos[i]
+    if cfg.format == "txt":
+        return str(corpus_files(cfg, root)[pos - 1])
+    path = corpus_files(cfg, root)[scan.file[i]]
+    return f"{path}:{pos}" if cfg.format == "jsonl" else f"{path}: row {pos}"
+
+
 def shares(n: int, weights: dict[str, float]) -> dict[str, int]:
     """``n`` documents shared by weight: the floors, then one more for the largest remainders (ties
     to the earlier corpus), so the counts sum to ``n`` and follow the weights as closely as whole
@@ -377,9 +414,11 @@ def choose(scan: Scan, clean: np.ndarray, names: list[str], counts: dict[str, in
     for c, name in enumerate(names):
         idx = np.flatnonzero(clean & (corpus == c))
         if counts[name] > len(idx):
+            read = int((corpus == c).sum())
             raise ConfigError(
-                f"sample_corpus: need {counts[name]} {name} documents but the pool has only {len(idx)} after "
-                f"deduplication and the contamination guard; lower n_docs or change corpora.{name}.weight"
+                f"sample_corpus: need {counts[name]} {name} documents but the pool has only {len(idx)}: of "
+                f"{read + scan.filtered[name]} read, its filter dropped {scan.filtered[name]}, deduplication and "
+                f"the contamination guard {read - len(idx)}; lower n_docs or change corpora.{name}.weight"
             )
         out[c] = idx[np.argsort(ranks[idx], kind="stable")[: counts[name]]]
     return out
@@ -391,10 +430,14 @@ def fetch(corpora: dict[str, CorpusConfig], root: Path, scan: Scan, chosen: dict
     for c, (name, cfg) in enumerate(corpora.items()):
         wanted = {(scan.file[i], scan.pos[i]) for i in chosen[c]}
         files = corpus_files(cfg, root) if cfg.format != "txt" else [root / cfg.location]
-        for chunk in iter_chunks(name, cfg, root):
+        total, unit = corpus_size(cfg, root)
+        progress, tally, before = Progress(f"sample_corpus: read the sample of {name}", total, unit), Tally(), len(docs)
+        for chunk in iter_chunks(name, cfg, root, tally):
             for i in range(len(chunk.items)):
                 if (chunk.file, chunk.first + i) in wanted:
                     docs.append(as_document(name, parse_item(chunk, i, cfg, files[chunk.file])))
+            progress.update(len(docs) - before, tally.done)
+        progress.close()
     return docs
 
 
@@ -431,7 +474,15 @@ def sample_corpus(
 
     # 2. pass 1, streamed over both cores: keys, ranks, flags and the guard's verdicts, in arrays
     scan = scan_corpora(corpora, root, guard, per_dataset, cfg.seed, num_proc)
-    dup = duplicates(np.frombuffer(scan.id_key, dtype=np.uint64), np.frombuffer(scan.text_key, dtype=np.uint64))
+    id_keys, text_keys = np.frombuffer(scan.id_key, dtype=np.uint64), np.frombuffer(scan.text_key, dtype=np.uint64)
+    conflict = id_conflict(id_keys, text_keys)
+    if conflict is not None:
+        first, second = (item_location(corpora, root, scan, i) for i in conflict)
+        raise DataFormatError(
+            second, None, f"its id is also the id of another text, at {first}: ids must be unique across the "
+            "corpora catalogue (fix them, or leave id_field out for ids made from each text)",
+        )  # fmt: skip
+    dup = duplicates(id_keys, text_keys)
     flagged = np.frombuffer(scan.flagged, dtype=np.int8).astype(bool) & ~dup
     caught = np.frombuffer(scan.caught, dtype=np.int8).astype(bool) & ~dup
     clean = ~dup & ~flagged & ~caught
@@ -521,13 +572,34 @@ def corpus_metrics(
     }
 
 
-def check_tracked(corpora: dict[str, CorpusConfig], dirs: list[str]) -> None:
-    """Every corpus lies under a folder the stage depends on, or DVC would not see it change."""
+def check_tracked(
+    corpora: dict[str, CorpusConfig],
+    dirs: list[str],
+    fetched: str | Path = "data/raw",
+    manifest: str | Path = "data/manifest.tsv",
+    catalogue: str | Path = CORPORA_FILE,
+) -> None:
+    """Every corpus lies under a folder the stage depends on, or DVC would not see it change; and one
+    under ``fetched`` (fetch_data's output, which DVC replaces whole) is a file it copies there (a path
+    of its ``manifest``), or the next checkout would delete it."""
     roots = [Path(d).resolve() for d in dirs]
+    fetched, copied = Path(fetched).resolve(), None
     for name, c in corpora.items():
         where = Path(c.location).resolve()
         if not any(where == r or r in where.parents for r in roots):
             raise ConfigError(
-                f"params corpora.{name}: {c.location} is outside the folders sample_corpus depends on "
-                f"({', '.join(dirs)}); move it under one of them (e.g. data/corpora/{name}) so DVC tracks it"
+                f"{catalogue}: corpora.{name}: {c.location} is outside the folders sample_corpus depends on "
+                f"({', '.join(dirs)}); put it under data/corpora (e.g. data/corpora/{name}) so DVC tracks it"
+            )
+        if fetched not in where.parents:
+            continue
+        if copied is None:
+            from minisci.data.fetch import read_manifest
+
+            copied = {fetched / e.path for e in read_manifest(manifest)}
+        if where not in copied and not any(where in f.parents for f in copied):
+            raise ConfigError(
+                f"{catalogue}: corpora.{name}: {c.location} is not a file fetch_data copies ({manifest}): that "
+                f"folder is fetch_data's output, which DVC replaces whole; put your own corpus under data/corpora "
+                f"(e.g. data/corpora/{name})"
             )

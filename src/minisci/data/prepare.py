@@ -73,11 +73,13 @@ def prepare_ner(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[NerSenten
         splits = {sp: [dataclasses.replace(s, tags=keep_types(s.tags, kept)) for s in ss] for sp, ss in splits.items()}
         _check_has_entities(cfg, splits, f"none of keep_types {list(cfg.keep_types)} occurs in it")
     # 4. labels: declared, or the types of train; every type of dev/test must be one of them
-    labels = list(cfg.labels) if cfg.labels is not None else entity_types(splits["train"])
+    in_train = entity_types(splits["train"])
+    labels = list(cfg.labels) if cfg.labels is not None else in_train
     for sp in SPLITS if cfg.labels is not None else ("dev", "test"):
         for etype in entity_types(splits[sp]):
-            if etype not in labels:
-                why = f"not among the declared labels {labels}" if cfg.labels is not None else "never occurs in train"
+            if etype not in labels or etype not in in_train:  # a type train lacks: the model could never learn it
+                declared = cfg.labels is not None and etype not in labels
+                why = f"not among the declared labels {labels}" if declared else "never occurs in train"
                 line = _first_tag_line(splits[sp], etype)
                 raise DataFormatError(cfg.path(sp), line, f"entity type {etype!r} {why}")
     counts = {sp: ner_counts(ss) for sp, ss in splits.items()}

@@ -212,7 +212,7 @@ def run_finetune_embeddings(corpora, documents, adapted_dir, baseline_dir, cfg: 
     bench = build_benchmark(corpora, documents, cfg)
     dev_bm25, test_bm25 = bm25_scores(bench.dev), bm25_scores(bench.test)
     # 2. contrastive training from each starting encoder: the same pairs, the same seed
-    pairs = pair_training_examples(bench, cfg.n_train, cfg.hard_negatives, cfg.seed)
+    pairs = pair_training_examples(bench, cfg.hard_negatives)
     starts = training_starts(cfg.encoder)
     tuned, histories, tuned_dirs = {}, {}, {}
     for s in starts:
@@ -252,7 +252,7 @@ def run_finetune_embeddings(corpora, documents, adapted_dir, baseline_dir, cfg: 
             "query_documents": len(bench.test.queries["title"]),
             "dev_candidates": len(bench.dev.candidates),
             "dev_query_documents": len(bench.dev.queries["title"]),
-            "training_documents_available": len(bench.train),
+            "training_documents_available": bench.train_available,
         },
         "starts": starts,
         "start_encoder": start_encoder,

@@ -31,17 +31,21 @@ else.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 import re
+from array import array
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from minisci.config import CorpusConfig
-from minisci.data.corpora import iter_records
-from minisci.data.corpus import duplicates, rank, text_key
+from minisci.data.corpora import Tally, corpus_size, iter_records
+from minisci.data.corpus import _h64, duplicates, rank, text_key
 from minisci.data.readers import Document, read_documents
 from minisci.errors import MinisciError
+from minisci.progress import Progress
 
 QUERY_KINDS = ("title", "sentence")
 MIN_TITLE_WORDS = 4  # shorter "titles" are headings ("Introduction"), not descriptions
@@ -62,7 +66,10 @@ class Split:
 class Benchmark:
     dev: Split
     test: Split
-    train: list[dict]  # titled abstracts for training pairs: {"id", "title", "text"}
+    train: list[
+        dict
+    ]  # titled abstracts for training pairs, the first n_train in a seeded shuffle: {"id", "title", "text"}
+    train_available: int  # titled abstracts that no split searches, from which ``train`` is drawn
     pretrain_ids: set[str]  # the corpus sample's documents (pretraining saw these)
 
 
@@ -99,55 +106,101 @@ def _split(query_docs: list[Document], distractors: list[Document], seed: int) -
     return Split(candidates, queries)
 
 
-def load_deduplicated_pool(corpora: dict[str, CorpusConfig], root: str | Path = ".") -> list[Document]:
-    """Every document of the corpus catalogue (paths relative to ``root``), in catalogue order,
-    without duplicates, by sample_corpus's rule (the first per id and per text)."""
-    pool = [
-        Document(r.id, r.source, name, r.kind, r.title, r.text, r.flagged)
-        for name, cfg in corpora.items()
-        for _, _, r in iter_records(name, cfg, Path(root))
-    ]
-    ids = np.array([d.id for d in pool], dtype=object)
-    dup = duplicates(ids, np.array([text_key(d.text) for d in pool], dtype=np.uint64))
-    return [d for d, drop in zip(pool, dup) if not drop]
+@dataclasses.dataclass
+class PoolScan:
+    """What the benchmark needs of each pool document, in compact arrays (reading order), so memory
+    does not grow with the text of the corpora: only the chosen documents are read again."""
+
+    id_key: array = dataclasses.field(default_factory=lambda: array("Q"))
+    text_key: array = dataclasses.field(default_factory=lambda: array("Q"))
+    rank: array = dataclasses.field(default_factory=lambda: array("Q"))
+    words: array = dataclasses.field(default_factory=lambda: array("Q"))
+    titled: array = dataclasses.field(default_factory=lambda: array("b"))
+    flagged: array = dataclasses.field(default_factory=lambda: array("b"))
+    sampled: array = dataclasses.field(default_factory=lambda: array("b"))
+
+    def column(self, name: str) -> np.ndarray:
+        values = getattr(self, name)
+        return np.frombuffer(values, dtype=np.uint64 if values.typecode == "Q" else np.int8)
+
+
+def _pool_records(corpora: dict[str, CorpusConfig], root: Path, what: str) -> Iterator[Document]:
+    """Every document of the catalogue, in catalogue order, with progress."""
+    for name, cfg in corpora.items():
+        total, unit = corpus_size(cfg, root)
+        progress, tally, n = Progress(f"finetune_embeddings: {what} {name}", total, unit), Tally(), 0
+        for _, _, r in iter_records(name, cfg, root, tally):
+            yield Document(r.id, r.source, name, r.kind, r.title, r.text, r.flagged)
+            n += 1
+            progress.update(n, tally.done)
+        progress.close()
+
+
+def scan_pool(corpora: dict[str, CorpusConfig], root: Path, pretrain_ids: set[str], seed: int) -> PoolScan:
+    scan = PoolScan()
+    for d in _pool_records(corpora, root, "scan the pool of"):
+        for arr, v in ((scan.id_key, _h64(hashlib.sha1(d.id.encode()).digest())), (scan.text_key, text_key(d.text)),
+                       (scan.rank, _h64(rank(seed, d.id, "retrieval"))), (scan.words, len(d.text.split())),
+                       (scan.titled, titled(d)), (scan.flagged, d.eval_overlap), (scan.sampled, d.id in pretrain_ids)):  # fmt: skip
+            arr.append(v)
+    return scan
 
 
 def build_benchmark(corpora: dict[str, CorpusConfig], documents, cfg, root: str | Path = ".") -> Benchmark:
     """Dev and test splits and the training documents (see the module docstring) from the catalogue's
     ``corpora`` and the corpus sample ``documents``. ``cfg``: ``n_test_queries``, ``n_dev_queries``
-    (query documents), ``n_candidates``, ``n_dev_candidates`` (documents searched), ``seed``."""
-    pool = [d for d in load_deduplicated_pool(corpora, root) if not d.eval_overlap]
+    (query documents), ``n_candidates``, ``n_dev_candidates`` (documents searched), ``n_train``
+    (training documents, the first of the rest in a seeded shuffle), ``seed``.
+
+    The pool (deduplicated by sample_corpus's rule: the first per id and per text; flagged documents
+    left out) is read twice: once for compact facts of every document, once for the chosen ones."""
+    root = Path(root)
     pretrain_ids = {d["id"] for d in read_documents(documents)}
-    order = sorted(pool, key=lambda d: rank(cfg.seed, d.id, "retrieval"))
+    scan = scan_pool(corpora, root, pretrain_ids, cfg.seed)
+    titled_, words = scan.column("titled").astype(bool), scan.column("words")
+    dup = duplicates(scan.column("id_key"), scan.column("text_key"))
+    pool = np.flatnonzero(~dup & ~scan.column("flagged").astype(bool))
+    order = pool[np.argsort(scan.column("rank")[pool], kind="stable")]
     # 1. query documents: titled abstracts that pretraining never saw
-    held = [d for d in order if titled(d) and d.id not in pretrain_ids]
+    held = order[titled_[order] & ~scan.column("sampled").astype(bool)[order]]
     need = cfg.n_test_queries + cfg.n_dev_queries
     if len(held) < need:
         raise MinisciError(
             f"finetune_embeddings: only {len(held)} titled abstracts outside the corpus sample; "
             f"n_test_queries + n_dev_queries = {need}: lower them"
         )
-    test_q, dev_q = held[: cfg.n_test_queries], held[cfg.n_test_queries : need]
+    queries = held[:need]
     # 2. distractors: the rest of the pool in the same seeded order, no longer than a query document
-    taken = {d.id for d in held[:need]}
-    longest = max(len(d.text.split()) for d in held[:need])
-    rest = [d for d in order if d.id not in taken and len(d.text.split()) <= longest]
-    n_test_d, n_dev_d = cfg.n_candidates - len(test_q), cfg.n_dev_candidates - len(dev_q)
+    longest = int(words[queries].max())
+    rest = order[~np.isin(order, queries) & (words[order] <= longest)]
+    n_test_d, n_dev_d = cfg.n_candidates - cfg.n_test_queries, cfg.n_dev_candidates - cfg.n_dev_queries
     if len(rest) < n_test_d + n_dev_d:
         raise MinisciError(
             f"finetune_embeddings: n_candidates + n_dev_candidates = {cfg.n_candidates + cfg.n_dev_candidates} need "
             f"{n_test_d + n_dev_d} distractors; the pool has {len(rest)} outside the query documents with at most "
             f"{longest} words (the longest query document's): lower them"
         )
-    test_d, dev_d = rest[:n_test_d], rest[n_test_d : n_test_d + n_dev_d]
-    # 3. training documents: titled abstracts that no split searches
-    searched = taken | {d.id for d in test_d + dev_d}
-    train = [
-        {"id": d.id, "title": " ".join(d.title.split()), "text": " ".join(d.text.split())}
-        for d in order
-        if titled(d) and d.id not in searched
-    ]
-    return Benchmark(_split(dev_q, dev_d, cfg.seed), _split(test_q, test_d, cfg.seed), train, pretrain_ids)
+    distractors = rest[: n_test_d + n_dev_d]
+    # 3. training documents: titled abstracts that no split searches, the first n_train in a seeded shuffle
+    available = order[titled_[order] & ~np.isin(order, np.concatenate([queries, distractors]))]
+    shuffled = array("Q", range(len(available)))  # random.shuffle's permutation depends on the length alone
+    random.Random(cfg.seed).shuffle(shuffled)
+    train = available[np.frombuffer(shuffled, dtype=np.uint64)[: cfg.n_train].astype(np.int64)]
+    # the chosen documents, read again
+    wanted = set(np.concatenate([queries, distractors, train]).tolist())
+    docs = {i: d for i, d in enumerate(_pool_records(corpora, root, "read the benchmark from")) if i in wanted}
+    test_q, dev_q = [docs[i] for i in queries[: cfg.n_test_queries]], [docs[i] for i in queries[cfg.n_test_queries :]]
+    test_d, dev_d = [docs[i] for i in distractors[:n_test_d]], [docs[i] for i in distractors[n_test_d:]]
+    return Benchmark(
+        _split(dev_q, dev_d, cfg.seed),
+        _split(test_q, test_d, cfg.seed),
+        [
+            {"id": d.id, "title": " ".join(d.title.split()), "text": " ".join(d.text.split())}
+            for d in map(docs.get, train)
+        ],
+        len(available),
+        pretrain_ids,
+    )
 
 
 # ranking metrics ------------------------------------------------------------------------------------------
@@ -176,16 +229,13 @@ def rank_metrics(ranks: np.ndarray) -> dict:
     }
 
 
-def pair_training_examples(bench: Benchmark, n_train: int, hard_negatives: bool, seed: int) -> list[dict]:
-    """(title, abstract[, hard negative]) for the first ``n_train`` training documents in a seeded
-    order. The hard negative is BM25's best-scoring *other* training abstract for the title: a
-    document that shares the title's words but is not its paper, which in-batch negatives (random
-    abstracts) almost never are."""
+def pair_training_examples(bench: Benchmark, hard_negatives: bool) -> list[dict]:
+    """(title, abstract[, hard negative]) for the benchmark's training documents. The hard negative is
+    BM25's best-scoring *other* training abstract for the title: a document that shares the title's
+    words but is not its paper, which in-batch negatives (random abstracts) almost never are."""
     from minisci.lexical import Bm25
 
-    docs = list(bench.train)
-    random.Random(seed).shuffle(docs)
-    docs = docs[:n_train]
+    docs = bench.train
     if len(docs) < 2:
         raise MinisciError(f"finetune_embeddings: only {len(docs)} training documents outside the benchmark")
     rows = [{"anchor": d["title"], "positive": d["text"]} for d in docs]

@@ -179,7 +179,7 @@ class Index:
         batch, single = _one_or_many(queries, "queries")
         for q in batch:
             checks.check_text(q, "query")
-        out = [search.rank_documents(s, self.documents, k) for s in self._scores(batch)]
+        out = [search.rank_documents(s, self.documents, k, search.matched(self.info, s)) for s in self._scores(batch)]
         return out[0] if single else out
 
     def reviewers(

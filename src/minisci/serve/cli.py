@@ -158,6 +158,10 @@ def cmd_search(args) -> None:
     from minisci.serve.search import search
 
     hits = search(args.index, " ".join(args.query), args.k, device=args.device, model=args.model)
+    if not hits:  # only the bm25 retriever leaves documents out: those that share no word with the query
+        print(
+            "minisci search: no document shares a word with the query (the index's retriever is bm25)", file=sys.stderr
+        )
     _emit(hits, args.jsonl, lambda h: f"{h['rank']:>3}  {h['score']:.4f}  {clean(h['id'])}  {clean(h['title'])}")
 
 

@@ -172,6 +172,9 @@ def load_task_model(model_dir: str | Path, kind: TaskKind, device: str = "cpu"):
         model, info = cls.from_pretrained(
             path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
         )
+        from minisci.encoding import check_tokenizer_files
+
+        check_tokenizer_files(path)
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     if info["missing_keys"]:
         missing = ", ".join(sorted(info["missing_keys"])[:4])

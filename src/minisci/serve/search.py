@@ -440,12 +440,21 @@ def search(index_dir, query: str, k: int = 10, encoder=None, device: str = "cpu"
     check_k(k)
     vecs, docs, info = load_index(index_dir)
     query_vec = _query_vector(index_dir, query, info, vecs, encoder, device, model)
-    return rank_documents(index_scores(info, vecs, query_vec, query, load_lexical(index_dir, info)), docs, k)
+    scores = index_scores(info, vecs, query_vec, query, load_lexical(index_dir, info))
+    return rank_documents(scores, docs, k, matched(info, scores))
 
 
-def rank_documents(scores: np.ndarray, docs: list[dict], k: int = 10) -> list[dict]:
-    """The ``k`` best documents for one query's ``scores`` (one per document), ties in index order."""
-    top = np.argsort(-scores, kind="stable")[:k]
+def matched(info: dict, scores: np.ndarray) -> np.ndarray | None:
+    """The documents a retriever found at all: BM25's share a word with the query (a score above 0);
+    every document for the others (None)."""
+    return scores > 0 if info.get("retriever", "dense") == "bm25" else None
+
+
+def rank_documents(scores: np.ndarray, docs: list[dict], k: int = 10, found: np.ndarray | None = None) -> list[dict]:
+    """The ``k`` best documents for one query's ``scores`` (one per document), ties in index order;
+    only those ``found`` (:func:`matched`), if given."""
+    order = np.argsort(-scores, kind="stable")
+    top = (order[found[order]] if found is not None else order)[:k]
     return [{"rank": r + 1, "score": round(float(scores[i]), 4), **docs[i]} for r, i in enumerate(top)]
 
 
