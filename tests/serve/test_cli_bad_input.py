@@ -513,3 +513,13 @@ def test_help_has_examples_defaults_and_version(capsys):
     parser = cli.build_parser()
     for sub in parser._subparsers._group_actions[0].choices.values():
         assert all(a.help for a in sub._actions), sub.prog  # every option has help text
+
+
+def test_a_file_is_one_text_per_newline_and_a_byte_order_mark_is_not_text(assets, tmp_path, capsys):
+    """Lines end at a newline only (not at U+2028 or a form feed inside a text), blank lines are
+    skipped, and a BOM does not shift the first text's offsets."""
+    path = tmp_path / "in.txt"
+    path.write_bytes("\ufeffaspirin fever\u2028heparin\r\n\nsecond\x0ctext\n".encode())
+    assert cli.main(["ner", "--model", str(assets["ner"]), "--file", str(path), "--jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.split("\n") if line]
+    assert [r["text"] for r in rows] == ["aspirin fever\u2028heparin", "second\x0ctext"]

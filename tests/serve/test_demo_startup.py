@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from minisci.serve import cli, demo
 
@@ -63,6 +64,18 @@ def test_a_bad_model_is_one_line_before_the_server_starts(models, launched, tmp_
     assert err.count("\n") == 1 and "Traceback" not in err
     assert re.search(f"^error: {message}", err), err
     assert launched == []
+
+
+def test_a_damaged_index_is_one_line_before_the_server_starts(models, launched, tiny_model_dir, tmp_path, capsys):
+    from minisci.serve.search import build_index, read_collection
+
+    build_index(tiny_model_dir, read_collection(REPO / "tests/fixtures/papers.jsonl"), tmp_path / "idx")
+    vectors = tmp_path / "idx/embeddings.npy"
+    vectors.write_bytes(vectors.read_bytes()[:200])  # a copy cut short
+    assert cli.main(argv(models, **{"--index": tmp_path / "idx"})) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"^error: minisci demo --index: .*embeddings.npy: not a readable NumPy array", err), err
+    assert err.count("\n") == 1 and launched == []
 
 
 def test_demo_help_has_an_example_and_the_default_port(capsys):

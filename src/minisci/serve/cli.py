@@ -54,7 +54,7 @@ def read_text(path: str | None) -> str:
             return sys.stdin.read()
         data = stream.read()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark is not text
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise DataFormatError(
@@ -64,7 +64,7 @@ def read_text(path: str | None) -> str:
 
 def _texts(args) -> list[str]:
     """The texts to run on: the arguments; a lone ``-`` argument, ``--file -`` or neither is standard
-    input; ``--file`` a file, one text per line. Texts and ``--file`` together are refused, not one of
+    input; ``--file`` a file, one text per line (blank lines skipped). Texts and ``--file`` together are refused, not one of
     them silently dropped."""
     stdin = args.text == ["-"]  # as cat, grep and sort read it
     if args.text and args.file is not None:
@@ -72,7 +72,8 @@ def _texts(args) -> list[str]:
     if args.text and not stdin:
         return list(args.text)
     source = None if stdin else args.file
-    texts = [line for line in read_text(source).splitlines() if line.strip()]
+    # lines end at "\n" (or "\r\n") only: str.splitlines would also cut a text at U+2028, \x0c or \x85
+    texts = [line.removesuffix("\r") for line in read_text(source).split("\n") if line.strip()]
     if not texts:
         raise MinisciError(f"{input_name(source)}: no text given")
     return texts

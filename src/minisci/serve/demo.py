@@ -167,7 +167,7 @@ DEMO_EXAMPLE = f"""example:
 
 def check_models(args) -> None:
     """Every model the page uses, checked before the server starts: a wrong path is one line now, not
-    an error at the first click. Only config.json and the index's files are read (no torch import)."""
+    an error at the first click. Only config.json and the index's files are read."""
     from minisci.serve.models import check_task, check_weights, read_config
     from minisci.tasks import registry
 
@@ -181,10 +181,13 @@ def check_models(args) -> None:
         read_config(args.embeddings)
     except MinisciError as e:
         raise MinisciError(f"minisci demo --embeddings: {e}") from None
-    if args.index is not None and not (Path(args.index) / "index.json").is_file():
-        raise MinisciError(
-            f"minisci demo --index: {args.index}: not an index (no index.json); build one with `minisci index`"
-        )
+    if args.index is not None:
+        from minisci.serve.search import load_index, load_lexical
+
+        try:  # read whole and checked against itself, as search reads it: a damaged index is one line now
+            load_lexical(args.index, load_index(args.index)[2])
+        except MinisciError as e:
+            raise MinisciError(f"minisci demo --index: {e}") from None
 
 
 def run_demo(args) -> None:
