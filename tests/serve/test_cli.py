@@ -226,3 +226,37 @@ def test_cli_decodes_crf_models_with_the_evaluations_viterbi(tiny_finetuned, tmp
     assert [[(e["entity_group"], e["start"], e["end"]) for e in r["entities"]] for r in rows] == expected
     assert sum(map(len, expected)) > 0 and viterbi != argmax
     assert all(0 < e["score"] <= 1 for r in rows for e in r["entities"])
+
+
+def test_overlapping_windows_cover_every_word_fit_the_budget_and_overlap_by_the_stride():
+    from minisci.serve.inference import overlapping_windows
+    from minisci.tasks.ner import windows
+
+    pieces = [[1] * n for n in [1, 3, 2, 1, 1, 4, 2, 1, 1, 1, 9, 2, 1, 3, 1, 1, 2]]
+    for max_length in (6, 10, 16):
+        budget = max_length - 2
+        assert overlapping_windows(pieces, max_length, 0) == windows(pieces, max_length)  # the evaluation's
+        for stride in (1, 2, 3, budget - 1):
+            ws = overlapping_windows(pieces, max_length, stride)
+            assert ws[0][0] == 0 and ws[-1][1] == len(pieces) and all(a < b for a, b in ws)
+            for (a, b), (c, d) in zip(ws, ws[1:]):
+                overlap = sum(min(len(p), budget) for p in pieces[c:b])
+                assert a < c <= b < d and overlap <= stride  # progress, no gap, the overlap within the stride
+            for a, b in ws:
+                assert b - a == 1 or sum(len(p) for p in pieces[a:b]) <= budget
+
+
+def test_a_long_text_on_a_crf_model_is_decoded_whole_over_overlapping_windows(tiny_finetuned, tmp_path):
+    """--stride reaches the CRF path: overlapping windows, one Viterbi over the text; stride 0 gives the
+    evaluation's windows, each decoded alone, so the two can differ, and a short text is the same."""
+    from minisci.serve.inference import tag, token_classifier
+
+    sentences = load_prepared(tiny_finetuned["ner_data"]).splits["test"]
+    long_text = " ".join(" ".join(s.tokens) for s in sentences[:40])
+    short = " ".join(sentences[0].tokens)
+    runs = {
+        stride: tag(token_classifier(tiny_finetuned["ner"], stride=stride), [long_text, short]) for stride in (0, 20)
+    }
+    for entities in runs.values():
+        assert all(long_text[e["start"] : e["end"]].strip() for e in entities[0])
+    assert runs[0][1] == runs[20][1]

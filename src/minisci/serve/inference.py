@@ -144,38 +144,75 @@ def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None 
     return [[_plain(e) for e in postprocess(pipe, outs)] for outs in per_text]
 
 
+def overlapping_windows(pieces: list[list[int]], max_length: int, stride: int) -> list[tuple[int, int]]:
+    """Word ranges ``(start, end)`` whose pieces fit ``max_length - 2`` ([CLS], [SEP]), each next one
+    starting as far back as keeps at most ``stride`` pieces of the previous one: the overlap that gives
+    words near a window's edge their context. ``stride`` 0: the evaluation's windows
+    (:func:`minisci.tasks.ner.windows`), every word in one. A word longer than the budget is a window
+    of its own, cut to the budget (its first piece, which carries the prediction, kept)."""
+    budget = max_length - 2
+    sizes = [min(len(p), budget) for p in pieces]
+    out, start = [], 0
+    while True:
+        end, used = start, 0
+        while end < len(sizes) and (used + sizes[end] <= budget or end == start):
+            used += sizes[end]
+            end += 1
+        out.append((start, end))
+        if end >= len(sizes):
+            return out
+        nxt, back = (
+            end,
+            0,
+        )  # back over words while the overlap keeps within the stride and leaves room for the next word
+        while nxt - 1 > start and back + sizes[nxt - 1] <= min(stride, budget - sizes[end]):
+            nxt -= 1
+            back += sizes[nxt]
+        start = nxt
+
+
 def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None) -> list[list[dict]]:
     """Entities of a CRF-trained model, decoded as the stage's evaluation decodes them.
 
     The words are the tokenizer's pre-tokenised words (the ones the pipeline aggregates over); each
     text is encoded whole, as the pipeline encodes it, and its pieces are given to those words
-    (``text_pieces``); they go through the evaluation's own windowing (``encode_sentences``),
-    first-piece emissions, the CRF's constrained Viterbi and merging (``merge_predictions``), so the
-    CLI's entities are the evaluation's. An entity's score is the mean softmax probability of its
-    words' tags.
+    (``text_pieces``). A text longer than one window is cut into windows that overlap by the
+    pipeline's ``stride`` pieces (:func:`overlapping_windows`); each word takes its first-piece emissions
+    from the window where it has the most context on both sides, and the CRF's constrained Viterbi
+    decodes the whole text at once, so no entity is cut at a window's edge. A text of one window is
+    decoded exactly as the evaluation decodes it. An entity's score is the mean softmax probability
+    of its words' tags.
     """
-    from minisci.data.readers import NerSentence, spans
+    from minisci.data.readers import spans, to_iob2
     from minisci.serve.models import max_positions
-    from minisci.tasks.ner import encode_sentences, merge_predictions, text_pieces
+    from minisci.tasks.ner import text_pieces
 
     tok, model = pipe.tokenizer, pipe.model
     words = [_text_words(tok, t) for t in texts]
-    sentences = [NerSentence(tuple(t[a:b] for a, b in ws), ("O",) * len(ws), None, 0) for t, ws in zip(texts, words)]
     max_length = min(tok.model_max_length, max_positions(model.config.to_dict()))
-    feats = encode_sentences(sentences, tok, None, max_length, pieces=text_pieces(texts, words, tok))
-    chunks = [
-        {"input_ids": torch.tensor([f["input_ids"]]), "attention_mask": torch.ones(1, len(f["input_ids"]))}
-        for f in feats
-    ]
+    stride = pipe._preprocess_params.get("stride") or 0
+    budget, cls, sep = max_length - 2, tok.cls_token_id, tok.sep_token_id
+    chunks, where = [], []  # each window's inputs, and its (text, first word, first-piece positions)
+    for ti, pieces in enumerate(text_pieces(texts, words, tok)):
+        for start, end in overlapping_windows(pieces, max_length, stride):
+            ids, firsts = [cls], []
+            for w in range(start, end):
+                firsts.append(len(ids))
+                ids.extend(pieces[w][:budget])
+            ids.append(sep)
+            chunks.append({"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids))})
+            where.append((ti, start, firsts))
     logits = [lg[0] for lg in _sorted_forward(pipe, chunks, batch_size, progress)]
+    best: list[list] = [[None] * len(ws) for ws in words]  # per word: (context, emissions)
+    for (ti, start, firsts), lg in zip(where, logits):
+        for k, row in enumerate(lg[firsts]):
+            context = min(k, len(firsts) - 1 - k)
+            if best[ti][start + k] is None or context > best[ti][start + k][0]:
+                best[ti][start + k] = (context, row)
+    emissions = [torch.stack([row for _, row in b]) for b in best]
     id2label = model.config.id2label
-    tags = merge_predictions(
-        feats, logits, [len(s.tokens) for s in sentences], id2label, decode_batch=model.crf.decode_batch
-    )
-    probs: list[list] = [[None] * len(s.tokens) for s in sentences]
-    for f, lg in zip(feats, logits):
-        for k, p in enumerate(lg[f["first_positions"]].softmax(-1)):
-            probs[f["sentence"]][f["word_start"] + k] = p
+    tags = [list(to_iob2([id2label[i] for i in path])) for path in model.crf.decode_batch(emissions)]
+    probs = [e.softmax(-1) for e in emissions]
     label2id = model.config.label2id
     results = []
     for ws, ts, ps, text in zip(words, tags, probs, texts):
