@@ -13,7 +13,7 @@ import dataclasses
 import sys
 
 from minisci.config import DATASETS_FILE, SPLITS, catalog_entry
-from minisci.data.prepare import check_links_stay_inside, prepare_dataset, write_prepared
+from minisci.data.prepare import check_links_stay_inside, prepare_dataset, quality_lines, write_prepared
 from minisci.stage import description, run_stage
 
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     check_links_stay_inside(cfg, ".")  # run from the repository root, as dvc repro runs it
     rows, meta = prepare_dataset(args.dataset, cfg)
     write_prepared(args.out, rows, meta)
-    for line in meta["warnings"]:
+    for line in meta["warnings"] + quality_lines(meta):
         print(f"warning: {args.dataset}: {line}", file=sys.stderr)
     sizes = ", ".join(f"{sp} {len(rows[sp])}" for sp in SPLITS)
     scheme = f", tags {meta['scheme']} ({meta['scheme_declared']})" if "scheme" in meta else ""

@@ -222,6 +222,19 @@ def health_warnings(meta: dict) -> list[str]:
     return out
 
 
+def quality_lines(meta: dict) -> list[str]:
+    """One line per kind of repeated or leaked text in ``train_quality``: counted in ``dataset.json``
+    and the report, and printed by the stage beside :func:`health_warnings`."""
+    q, train = meta.get("train_quality", {}), meta["sources"]["train"]["path"]
+    what = {
+        "train_duplicate_rows": f"training rows repeat an earlier one, text and label ({train})",
+        "train_conflicting_texts": f"training texts occur with more than one label ({train})",
+        "dev_texts_in_train": f"dev texts also occur in train ({meta['sources']['dev']['path']}): dev scores may be inflated",
+        "test_texts_in_train": f"test texts also occur in train ({meta['sources']['test']['path']}): test scores may be inflated",
+    }
+    return [f"{q[key]} {text}" for key, text in what.items() if q.get(key)]
+
+
 def prepare_dataset(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[dict]], dict]:
     """Rows per split (ready for JSON Lines) and the ``dataset.json`` metadata, which also records
     the dataset's health: ``counts`` (sizes per split), ``train_quality`` (duplicate and conflicting
