@@ -61,7 +61,10 @@ CASES = [
     ("NerTagger(m)(['a', None])", lambda o, f: o["ner"](["aspirin", None]), r"^input 2: expected a text \(str\), got NoneType$"),
     ("NerTagger(m)('')", lambda o, f: o["ner"](""), r"^input 1: empty text$"),
     ("CitationClassifier(m)(None)", lambda o, f: o["cite"](None), r"^texts: expected a text"),
-    ("NerTagger stride too long", lambda o, f: NerTagger(f["ner"], stride=500), r"--stride 500: must be between 0 and \d+"),
+    ("NerTagger stride too long", lambda o, f: NerTagger(f["ner"], stride=500), r"stride 500: must be between 0 and \d+"),
+    ("NerTagger stride a string", lambda o, f: NerTagger(f["ner"], stride="8"), r"^stride: "),
+    ("NerTagger batch_size 0", lambda o, f: NerTagger(f["ner"], batch_size=0), r"^batch_size: must be >= 1, got 0$"),
+    ("CitationClassifier batch_size 0", lambda o, f: CitationClassifier(f["cite"], batch_size=0), r"^batch_size: must be >= 1, got 0$"),
 ]  # fmt: skip
 
 

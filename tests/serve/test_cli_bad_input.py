@@ -326,7 +326,7 @@ CASES = [
     # indexes
     ("--out a directory that is not an index", non_index_out, 1, r"--out .*mine: not an earlier index \(no .minisci-output file\); refusing to replace it and delete thesis.tex: choose"),
     ("--out holds an index.json of its own", web_project_out, 1, r"--out .*site: not an earlier index .*delete css/site.css, index.html, index.json: choose"),
-    ("--stride as long as a window", lambda a, t: ["ner", "--model", str(a["ner"]), "--stride", "62", "x"], 1, r"--stride 62: must be between 0 and 61 \(a window of .*ner holds 62 word pieces"),
+    ("--stride as long as a window", lambda a, t: ["ner", "--model", str(a["ner"]), "--stride", "62", "x"], 1, r"stride 62: must be between 0 and 61 \(a window of .*ner holds 62 word pieces"),
     ("--stride -1", lambda a, t: ["ner", "--model", "m", "--stride", "-1", "x"], 2, r"argument --stride: must be >= 0, got -1"),
     ("search --model of another dimension", other_dimension_model, 1, r"embeddings have dimension 32, the model .*wide gives 48"),
     ("search --model of the same size, another model", other_same_size_model, 1, r"index: built with another encoder than .*other \(content sha256 [0-9a-f]{12} recorded, [0-9a-f]{12} found\); pass the index's own encoder with --model, or rebuild"),
@@ -435,6 +435,15 @@ def test_a_dash_is_standard_input(assets, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
     assert cli.main(["reviewers", "--index", str(assets["root"] / "index"), "-"]) == 1
     assert capsys.readouterr().err == "error: standard input: empty abstract\n"
+
+
+def test_a_search_query_of_a_lone_dash_is_standard_input(assets, monkeypatch, capsys):
+    argv = ["search", "--index", str(assets["root"] / "index"), "--jsonl", "-k", "2"]
+    assert cli.main([*argv, "shortest paths in sparse graphs"]) == 0
+    expected = capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"shortest paths in sparse graphs\n")))
+    assert cli.main([*argv, "-"]) == 0
+    assert capsys.readouterr().out == expected
 
 
 def test_a_lone_dash_text_is_standard_input(assets, monkeypatch, capsys):

@@ -81,7 +81,9 @@ class NerTagger:
         backend: str = "torch",
     ):
         self.model_dir = check_task(model_dir, NER)
-        self.batch_size = batch_size
+        self.batch_size = checks.check_whole_number("batch_size", batch_size, 1)
+        if stride is not None:
+            checks.check_whole_number("stride", stride, 0)
         self.pipe = inference.token_classifier(self.model_dir, stride=stride, precision=precision, backend=backend)
 
     @property
@@ -112,7 +114,7 @@ class CitationClassifier:
 
     def __init__(self, model_dir: str | Path, batch_size: int = 32, precision: str = "fp32", backend: str = "torch"):
         self.model_dir = check_task(model_dir, CLASSIFICATION)
-        self.batch_size = batch_size
+        self.batch_size = checks.check_whole_number("batch_size", batch_size, 1)
         self.pipe = inference.text_classifier(self.model_dir, precision=precision, backend=backend)
 
     @property

@@ -158,7 +158,8 @@ def cmd_index(args) -> None:
 def cmd_search(args) -> None:
     from minisci.serve.search import search
 
-    hits = search(args.index, " ".join(args.query), args.k, device=args.device, model=args.model)
+    query = read_text(None).strip() if args.query == ["-"] else " ".join(args.query)  # "-": standard input, as ner
+    hits = search(args.index, query, args.k, device=args.device, model=args.model)
     if not hits:  # only the bm25 retriever leaves documents out: those that share no word with the query
         print(
             "minisci search: no document shares a word with the query (the index's retriever is bm25)", file=sys.stderr
@@ -324,7 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
         "then at its absolute path); must be the encoder the index was built with (its content hash is checked)"
     )
     sp = add("search", cmd_search, "top-k documents of an index for a query, with the index's retriever's scores")
-    sp.add_argument("query", nargs="+", help="query text (several words are joined by spaces)")
+    sp.add_argument(
+        "query", nargs="+", help="query text (several words are joined by spaces; - reads it from standard input)"
+    )
     sp.add_argument("--index", required=True, help="index directory written by `minisci index`")
     sp.add_argument("--model", help=model_help)
     sp.add_argument("-k", type=at_least(1), default=10, help="number of documents to return")

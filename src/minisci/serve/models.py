@@ -202,6 +202,6 @@ def check_stride(stride: int, tokenizer, model_dir) -> None:
     room = window_room(tokenizer)
     if not 0 <= stride < room:
         raise MinisciError(
-            f"--stride {stride}: must be between 0 and {room - 1} (a window of {model_dir} holds {room} word pieces "
+            f"stride {stride}: must be between 0 and {room - 1} (a window of {model_dir} holds {room} word pieces "
             "of text; the overlap must be smaller)"
         )
