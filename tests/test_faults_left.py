@@ -163,8 +163,8 @@ CASES = [
     (
         "catalogue name with a space",
         name_with_a_space,
-        "data/datasets.yaml: dataset name 'bc5 cdr' in 'datasets' may hold only letters, digits, '_' and '-' "
-        "(it names stages, folders and params keys)",
+        "data/datasets.yaml: dataset name 'bc5 cdr' in 'datasets' must start with a letter or digit and hold only "
+        "letters, digits, '_' and '-' (it names stages, folders and params keys)",
     ),
     (
         "dataset dir outside the repository",

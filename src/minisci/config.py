@@ -134,8 +134,8 @@ def load_catalog(path: str | Path = DATASETS_FILE) -> dict[str, DatasetConfig]:
     for name, entry in section.items():
         if not isinstance(name, str) or not DATASET_NAME.fullmatch(name):
             raise ConfigError(
-                f"{path}: dataset name {name!r} in 'datasets' may hold only letters, digits, '_' and '-' "
-                "(it names stages, folders and params keys)"
+                f"{path}: dataset name {name!r} in 'datasets' must start with a letter or digit and hold only "
+                "letters, digits, '_' and '-' (it names stages, folders and params keys)"
             )
         try:
             out[name] = from_dict(DatasetConfig, entry, f"datasets.{name}")

@@ -95,7 +95,9 @@ def test_keep_types_makes_single_type_sets(tmp_path):
     write_splits(tmp_path, "Aspirin\tB-Chemical\ncauses\tO\nlung\tB-Disease\ncancer\tI-Disease\n")
     rows, meta = prepare_dataset("chem", ner_entry(tmp_path, keep_types=("Chemical",)))
     assert rows["test"][0]["tags"] == ("B-Chemical", "O", "O", "O") and meta["labels"] == ["Chemical"]
-    with pytest.raises(ConfigError, match=r"datasets\.chem\.keep_types: \['Gene'\] never occur in train"):
+    with pytest.raises(
+        ConfigError, match=r"datasets\.chem\.keep_types \(the dataset catalogue\): \['Gene'\] never occur in train"
+    ):
         prepare_dataset("chem", ner_entry(tmp_path, keep_types=("Gene",)))
 
 

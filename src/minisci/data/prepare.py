@@ -67,7 +67,7 @@ def prepare_ner(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[NerSenten
         missing = sorted(set(cfg.keep_types) - found)
         if missing:
             raise ConfigError(
-                f"params datasets.{name}.keep_types: {missing} never occur in train; found {sorted(found)}"
+                f"datasets.{name}.keep_types (the dataset catalogue): {missing} never occur in train; found {sorted(found)}"
             )
         kept = set(cfg.keep_types)
         splits = {sp: [dataclasses.replace(s, tags=keep_types(s.tags, kept)) for s in ss] for sp, ss in splits.items()}
