@@ -441,8 +441,8 @@ def test_stage_prints_one_warning_line_each(tmp_path, capsys, monkeypatch):
         f"warning: d: entity type 'Typo' never occurs in dev ({tmp_path}/dev.txt); its dev F1 is undefined",
         f"warning: d: entity type 'Typo' never occurs in test ({tmp_path}/test.txt); its test F1 is undefined",
         f"warning: d: {tmp_path}/train.txt:3: entity type 'Typo' occurs only once in the whole dataset (a typo?)",
-        f"warning: d: 1 dev texts also occur in train ({tmp_path}/dev.txt): dev scores may be inflated",
-        f"warning: d: 1 test texts also occur in train ({tmp_path}/test.txt): test scores may be inflated",
+        f"warning: d: dev texts also in train: 1, in {tmp_path}/dev.txt; dev scores may be inflated",
+        f"warning: d: test texts also in train: 1, in {tmp_path}/test.txt; test scores may be inflated",
     ]
     meta = json.loads((tmp_path / "out/dataset.json").read_text())
     assert meta["warning_counts"] == {"missing_labels": 2, "duplicate_json_keys": 0, "singleton_types": 1}

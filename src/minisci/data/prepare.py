@@ -225,14 +225,14 @@ def health_warnings(meta: dict) -> list[str]:
 def quality_lines(meta: dict) -> list[str]:
     """One line per kind of repeated or leaked text in ``train_quality``: counted in ``dataset.json``
     and the report, and printed by the stage beside :func:`health_warnings`."""
-    q, train = meta.get("train_quality", {}), meta["sources"]["train"]["path"]
+    q, src = meta.get("train_quality", {}), {sp: meta["sources"][sp]["path"] for sp in SPLITS}
     what = {
-        "train_duplicate_rows": f"training rows repeat an earlier one, text and label ({train})",
-        "train_conflicting_texts": f"training texts occur with more than one label ({train})",
-        "dev_texts_in_train": f"dev texts also occur in train ({meta['sources']['dev']['path']}): dev scores may be inflated",
-        "test_texts_in_train": f"test texts also occur in train ({meta['sources']['test']['path']}): test scores may be inflated",
+        "train_duplicate_rows": ("repeated training rows (same text and label)", f"in {src['train']}"),
+        "train_conflicting_texts": ("training texts with more than one label", f"in {src['train']}"),
+        "dev_texts_in_train": ("dev texts also in train", f"in {src['dev']}; dev scores may be inflated"),
+        "test_texts_in_train": ("test texts also in train", f"in {src['test']}; test scores may be inflated"),
     }
-    return [f"{q[key]} {text}" for key, text in what.items() if q.get(key)]
+    return [f"{what_}: {q[key]}, {where}" for key, (what_, where) in what.items() if q.get(key)]
 
 
 def prepare_dataset(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[dict]], dict]:
