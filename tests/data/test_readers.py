@@ -446,3 +446,12 @@ def test_stage_prints_one_warning_line_each(tmp_path, capsys, monkeypatch):
     ]
     meta = json.loads((tmp_path / "out/dataset.json").read_text())
     assert meta["warning_counts"] == {"missing_labels": 2, "duplicate_json_keys": 0, "singleton_types": 1}
+
+
+def test_a_huge_bad_conll_line_is_quoted_short(tmp_path):
+    """The error is one line a terminal can show: the offending line is quoted up to 200 characters."""
+    p = write(tmp_path, "x.txt", "a\tO\n" + "tok " * 500_000 + "\n")
+    with pytest.raises(DataFormatError) as e:
+        read_conll(p)
+    assert "x.txt:2: expected 2 tab-separated columns" in str(e.value) and str(e.value).endswith(" ...")
+    assert len(str(e.value)) < len(str(p)) + 400

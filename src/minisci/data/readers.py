@@ -87,7 +87,7 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
                 path,
                 lineno,
                 f"contains a {name} (U+{ord(space):04X}); columns are separated by tabs or spaces only, "
-                f"and a token cannot contain a space: {line!r}",
+                f"and a token cannot contain a space: {line[:200]!r}{' ...' if len(line) > 200 else ''}",
             )
         fields = line.split()
         sep = "tab" if "\t" in line else "space"
@@ -98,7 +98,7 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
                     lineno,
                     line,
                     f"expected a token and a tag in {'the last column' if tag_column == -1 else f'column {tag_column}'} "
-                    f"(tag_column), got {len(fields)} column(s): {line!r}",
+                    f"(tag_column), got {len(fields)} column(s): {line[:200]!r}{' ...' if len(line) > 200 else ''}",
                 )
             layout = (sep, len(fields))
         if (sep, len(fields)) != layout:
@@ -107,7 +107,7 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[NerSentence]:
                 lineno,
                 line,
                 f"expected {layout[1]} {layout[0]}-separated columns like the first token line, "
-                f"got {len(fields)} {sep}-separated: {line!r}",
+                f"got {len(fields)} {sep}-separated: {line[:200]!r}{' ...' if len(line) > 200 else ''}",
             )
         token, tag = fields[0], fields[tag_column]
         if not _TAG_RE.match(tag):
