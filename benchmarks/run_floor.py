@@ -118,7 +118,7 @@ def embeddings_floor(config, tokenizer, root: Path) -> dict[str, float]:
 
     cfg = load_section(FinetuneEmbeddingsConfig, "finetune_embeddings", root / "params.yaml")
     bench = build_benchmark(load_corpora(root / "data/corpora.yaml"), root / "data/corpus/documents.jsonl", cfg, root)
-    pairs = pair_training_examples(bench, cfg.n_train, cfg.hard_negatives, cfg.seed)
+    pairs = pair_training_examples(bench, cfg.hard_negatives)
     columns = [c for c in ("anchor", "positive", "negative") if c in pairs[0]]
     train = [n for c in columns for n in cut_lengths(tokenizer, [p[c] for p in pairs], cfg.max_length)]
     starts = training_starts(cfg.encoder)
