@@ -252,3 +252,15 @@ def test_the_corpus_table_gives_each_corpus_its_sample_guard_and_word_pieces():
     assert "| law | 1 | 2 | 20 | – | 0 |" in rows  # no count for a corpus the tokenised data lack
     assert any("60 for training (1,234 word pieces), 12 held out" in r for r in rows)
     assert export.corpus_rows({}, examples) == []
+
+
+def test_report_of_a_run_without_nsp_shows_a_dash_for_its_nsp_accuracy(tmp_path):
+    # pretrain.nsp: false (every non-BERT encoder, the nsp study) scores no NSP: the report says so
+    data = synthetic_run(tmp_path)
+    for run in data["pretrain"].values():
+        for when in ("before", "after"):
+            run[when]["nsp_accuracy"] = None
+    text = export.report(data, CFG)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "| before |" in line]
+    assert rows and all(line.split(" | ")[4] == "–" for line in rows)
+    assert export.summary(data)["pretrain.after.nsp_accuracy"] is None

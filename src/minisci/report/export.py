@@ -46,6 +46,11 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2f}"
 
 
+def _pct_or_dash(x: float | None) -> str:
+    """A percentage, or a dash where the run has no such score (NSP accuracy with ``pretrain.nsp: false``)."""
+    return "–" if x is None else _pct(x)
+
+
 # 1. collect -------------------------------------------------------------------------------------------------
 
 
@@ -569,7 +574,7 @@ def report(data: dict, cfg: ExportMetricsConfig) -> str:
             run = f"{tr['steps']} | {tr['tokens_seen']:,} | {tr['tokens_per_second']}" if when == "after" else "| |"
             lines.append(
                 f"| {seed if when == 'before' else ''} | {when} | {_pct(p[when]['mlm_accuracy'])} | "
-                f"{p[when]['perplexity']:.1f} | {_pct(p[when]['nsp_accuracy'])} | {run} |"
+                f"{p[when]['perplexity']:.1f} | {_pct_or_dash(p[when]['nsp_accuracy'])} | {run} |"
             )
     lines.append("")
     lines += retrieval.report_rows(e, base)
