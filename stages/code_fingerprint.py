@@ -64,17 +64,22 @@ def check_sections(path: str) -> None:
 
 
 def check_seed_plan(path: str) -> None:
-    """Each fine-tuning section with datasets has seeds the pretraining seeds' design can spread over
-    them (paired: a multiple of the pretraining seeds), as its adapted arm's stage will ask."""
+    """Each fine-tuning section as its stages will read it (an empty ``datasets`` list is refused here,
+    not by ``export_metrics`` after every other stage), with seeds the pretraining seeds' design can
+    spread over them (paired: a multiple of the pretraining seeds), as its adapted arm's
+    stage will ask; a design the fine-tuning stages do not run (``cross``) is refused here too."""
     design = load_seed_design(path)
-    params = load_params(path)
     for kind in registry.KINDS.values():
-        if (params.get(kind.stage) or {}).get("datasets"):
-            section = load_section(getattr(config, kind.config), kind.stage, path)  # its own checks first
-            try:
-                design.runs(section.seeds)
-            except ConfigError as e:
-                raise ConfigError(f"{path}: {kind.stage}.seeds: {e}") from None
+        section = load_section(getattr(config, kind.config), kind.stage, path)  # its own checks first
+        if design.design != "paired":
+            raise ConfigError(
+                f"{path}: pretrain.seed_design: the fine-tuning stages run paired, not {design.design} "
+                "(cross is for studies: minisci.report.bootstrap.pretrain_components)"
+            )
+        try:
+            design.runs(section.seeds)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {kind.stage}.seeds: {e}") from None
 
 
 def check_precision(path: str, model_cfg: ModelConfig) -> None:

@@ -224,6 +224,17 @@ CASES = [
     ),
     ("fine-tuning seeds not a list", finetune_seeds(13), "params finetune_ner.seeds: expected a list, got 13"),
     (
+        "no NER dataset: refused before any stage runs, not by export_metrics at the end",
+        section_value("finetune_ner", "datasets", []),
+        "params section 'finetune_ner': datasets must list at least one catalogue entry",
+    ),
+    (
+        "a seed design the fine-tuning stages do not run",
+        section_value("pretrain", "seed_design", "cross"),
+        "params.yaml: pretrain.seed_design: the fine-tuning stages run paired, not cross "
+        "(cross is for studies: minisci.report.bootstrap.pretrain_components)",
+    ),
+    (
         "a pretraining value out of range, met before any stage runs",
         section_value("pretrain", "mlm_probability", 1.5),
         "params section 'pretrain': mlm_probability must be in (0, 1)",
