@@ -40,7 +40,7 @@ from minisci.config import (
 from minisci.errors import ConfigError
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
-from minisci.pretrain.model import check_base_model, resolve_model_path
+from minisci.pretrain.model import ModelResolutionError, check_base_model, resolve_model_path
 from minisci.pretrain.seeds import load_pretrain, load_seed_design
 from minisci.stage import description, run_stage
 from minisci.tasks import registry
@@ -118,6 +118,68 @@ def check_precision(path: str, model_cfg: ModelConfig) -> None:
         )
 
 
+def tokenizer_top_id(path: Path) -> tuple[int, Path] | None:
+    """The largest token id a saved tokenizer can produce, and the file that says so: from
+    ``tokenizer.json`` (a fast tokenizer, which transformers prefers), else ``vocab.txt`` (an id per
+    line) or ``vocab.json``, with ``added_tokens.json``'s ids. None for a sentencepiece model alone
+    (its size is in a binary file this stage does not parse)."""
+    top: tuple[int, Path] | None = None
+
+    def read_json(file: Path):
+        try:
+            return json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ModelResolutionError(f"{file}: unreadable tokenizer file ({' '.join(str(e).split())})") from None
+
+    def seen(ids, file: Path) -> None:
+        nonlocal top
+        ids = [i for i in ids if isinstance(i, int)]
+        if ids and (top is None or max(ids) > top[0]):
+            top = max(ids), file
+
+    if (file := path / "tokenizer.json").is_file():
+        data = read_json(file)
+        model = data.get("model") if isinstance(data, dict) else None
+        vocab = model.get("vocab") if isinstance(model, dict) else None
+        if isinstance(vocab, dict):
+            seen(vocab.values(), file)
+        elif isinstance(vocab, list):  # Unigram: a list of [piece, score], the id is the index
+            seen([len(vocab) - 1], file)
+        seen([t.get("id") for t in data.get("added_tokens") or [] if isinstance(t, dict)], file)
+        return top
+    if (file := path / "vocab.txt").is_file():
+        with file.open("rb") as f:
+            seen([sum(1 for _ in f) - 1], file)
+    elif (file := path / "vocab.json").is_file():
+        vocab = read_json(file)
+        seen(vocab.values() if isinstance(vocab, dict) else [], file)
+    if (file := path / "added_tokens.json").is_file():
+        added = read_json(file)
+        seen(added.values() if isinstance(added, dict) else [], file)
+    return top
+
+
+def check_tokenizer(model_cfg: ModelConfig) -> None:
+    """The tokenizer the stages will load (``model.tokenizer``, else the base's) has no id beyond the
+    base model's embeddings (``vocab_size``): otherwise one line here, instead of an IndexError in the
+    first forward pass of pretrain or a fine-tuning stage. Read from the files, so this always-run
+    stage imports neither transformers nor torch. (A folder without tokenizer files is refused where
+    a stage first loads it: minisci.encoding.check_tokenizer_files.)"""
+    if model_cfg.base == "scratch":  # its embeddings are sized from the tokenizer
+        return
+    name = model_cfg.tokenizer or model_cfg.base
+    folder = resolve_model_path(name)
+    base = resolve_model_path(model_cfg.base)
+    size = json.loads((base / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+    top = tokenizer_top_id(folder)
+    if isinstance(size, int) and top is not None and top[0] >= size:
+        which = "model.tokenizer" if model_cfg.tokenizer else "model.base"
+        raise ModelResolutionError(
+            f"{which} {name!r}: {top[1]} has token ids up to {top[0]}, but model {model_cfg.base!r} has "
+            f"{size} token embeddings (vocab_size in its config.json); use the tokenizer saved with the model"
+        )
+
+
 def widest_layer(model: dict) -> tuple[int, int]:
     """The feed-forward shape (hidden size x intermediate size) of a model's config; BERT-base's
     768x3072 where the config does not give it (BertConfig's defaults, or other key names)."""
@@ -143,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
         check_scratch_config(model_cfg.scratch_config)
     else:
         check_base_model(model_cfg.base, resolve_model_path(model_cfg.base))
+    check_tokenizer(model_cfg)
     check_precision(args.params, model_cfg)
     root = Path(args.stages).resolve().parent
     out = Path(args.out)

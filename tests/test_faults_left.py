@@ -14,6 +14,7 @@ import yaml
 from conftest import REPO, TINY_MODEL
 
 from minisci.data.fetch import read_manifest
+from minisci.pretrain.model import resolve_model_path
 from minisci.stage import run_stage
 from minisci.training import checkpoint_to_resume
 
@@ -248,6 +249,12 @@ CASES = [
         "'n_dev_queries', 'n_test_queries', 'n_train', 'precision', 'scale', 'seed', 'warmup_ratio']",
     ),
     (
+        "a tokenizer with more ids than the model has embeddings",
+        base_model_folder({**BERT, "vocab_size": 1}, weights=True),
+        "model.base 'base': base/vocab.txt has token ids up to 1, but model 'base' has 1 token "
+        "embeddings (vocab_size in its config.json); use the tokenizer saved with the model",
+    ),
+    (
         "base model folder without weights",
         base_model_folder(BERT, weights=False),
         "model 'base': base holds no *.safetensors weights (minisci loads only safetensors, never pickled "
@@ -469,3 +476,24 @@ def test_the_probe_takes_the_models_feed_forward_shape(config, shape):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.widest_layer(config) == shape
+
+
+@pytest.mark.parametrize("files", ["tokenizer.json", "vocab.txt"])
+def test_the_tokenizer_check_reads_the_top_id_transformers_loads(tiny_model_dir, tmp_path, files):
+    # code_fingerprint reads the largest id from the files (no transformers); it is len(tokenizer) - 1
+    from transformers import AutoTokenizer
+
+    if files == "tokenizer.json":  # what transformers saves
+        tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+        tok.add_tokens(["nephrotoxicity", "cisplatin-induced"])
+        tok.save_pretrained(tmp_path)
+    else:  # an older save: vocab.txt, one id a line, and added_tokens.json
+        for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+            shutil.copy(resolve_model_path(TINY_MODEL["tokenizer"]) / name, tmp_path)
+        (tmp_path / "added_tokens.json").write_text(json.dumps({"nephrotoxicity": 30522, "cisplatin-induced": 30523}))
+    spec = importlib.util.spec_from_file_location("_stage_cf", REPO / "stages" / "code_fingerprint.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    top, where = module.tokenizer_top_id(tmp_path)
+    assert top == len(AutoTokenizer.from_pretrained(tmp_path)) - 1 == 30523
+    assert where.name == files.replace("vocab.txt", "added_tokens.json")
