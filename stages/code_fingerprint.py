@@ -189,6 +189,15 @@ def widest_layer(model: dict) -> tuple[int, int]:
         return 768, 3072
 
 
+def _stage_of(path: Path) -> str | None:
+    """The stage a fingerprint file names, or None for a file that is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("stage") if isinstance(data, dict) else None
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=description(__doc__))
     p.add_argument("--stages", required=True, help="folder of the stage scripts")
@@ -223,6 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, fingerprint in prints.items():
         write_json(out / f"{name}.json", fingerprint)
     write_json(out / "model_base.json", base)
+    for stale in sorted(set(out.glob("*.json")) - {out / f"{name}.json" for name in [*prints, "model_base"]}):
+        if _stage_of(stale) == stale.stem:  # a fingerprint this stage wrote for a script that is gone
+            stale.unlink()
     print(f"code_fingerprint: {len(list(out.glob('*.json'))) - 1} stages, base model {model_cfg.base}")
 
 

@@ -497,3 +497,14 @@ def test_the_tokenizer_check_reads_the_top_id_transformers_loads(tiny_model_dir,
     top, where = module.tokenizer_top_id(tmp_path)
     assert top == len(AutoTokenizer.from_pretrained(tmp_path)) - 1 == 30523
     assert where.name == files.replace("vocab.txt", "added_tokens.json")
+
+
+def test_fingerprints_of_stage_scripts_that_are_gone_are_removed_and_nothing_else(tmp_path, monkeypatch):
+    # the folder persists across runs (dvc.yaml), so the stage removes what it wrote for a deleted script
+    monkeypatch.chdir(tmp_path)
+    run = fingerprint_stages(tmp_path, b"x = 1\n")
+    (tmp_path / "fp").mkdir()
+    (tmp_path / "fp" / "gone.json").write_text(json.dumps({"stage": "gone", "code": "0"}))
+    (tmp_path / "fp" / "notes.json").write_text(json.dumps({"stage": "mine"}))  # not a fingerprint we wrote
+    assert run() == 0
+    assert sorted(p.name for p in (tmp_path / "fp").iterdir()) == ["broken.json", "model_base.json", "notes.json"]
