@@ -16,10 +16,30 @@ import argparse
 import sys
 
 from minisci.config import MakePairsConfig, ModelConfig, load_section
+from minisci.errors import MinisciError
 from minisci.io import atomic_path, write_json
 from minisci.pretrain.data import build_pretraining_data
 from minisci.pretrain.seeds import load_pretrain
 from minisci.stage import description, run_stage
+
+
+def check_maskable(out, tokenizer_name: str, source: str) -> None:
+    """Each split has an example with a word piece the MLM can mask (not a special token): a tokenizer
+    that reads the text as nothing but [UNK] (another vocabulary, a folder of special tokens only)
+    would otherwise train on no target and end in a division by zero when pretrain scores it. Stops
+    at the first such example, so it reads one batch of a normal run."""
+    import datasets
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer"), local_files_only=True, trust_remote_code=False)
+    special = set(tokenizer.all_special_ids)
+    for name in ("train", "heldout"):
+        split = datasets.load_from_disk(str(out / name))
+        if not any(not special.issuperset(ids) for batch in split.iter(batch_size=256) for ids in batch["input_ids"]):
+            raise MinisciError(
+                f"{source}: every {name} example is special tokens only after tokenising with {tokenizer_name!r} "
+                f"(words read as {tokenizer.unk_token}): the tokenizer does not fit the text; use the model's own"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     split = load_section(MakePairsConfig, "make_pairs", args.params)
     with atomic_path(args.out) as out:
         manifest = build_pretraining_data(args.pairs, args.docs, model_cfg, cfg, split, out)
+        check_maskable(out, model_cfg.tokenizer or model_cfg.base, args.pairs if cfg.nsp else args.docs)
     metrics = {k: v for k, v in manifest.items() if k != "vocab"}
     metrics["vocab"] = {
         "added_tokens": len(manifest["vocab"]["words"]),

@@ -114,3 +114,21 @@ def test_the_stage_writes_metrics_per_corpus_and_a_tokenizer_the_trainer_loads(t
     data = load_pretraining_data(out, from_dict(PretrainConfig, run, "pretrain"))
     assert len(data.tokenizer) == m["base_vocab_size"] + 2 and len(data.new_ids) == 2
     assert isinstance(data.train, datasets.Dataset)
+
+
+def test_a_tokenizer_that_reads_the_text_as_unk_only_is_one_line_and_no_output(tmp_path, capsys):
+    # a tokenizer of special tokens only: every word is [UNK], so no example has a target to mask
+    specials = tmp_path / "specials"
+    specials.mkdir()
+    (specials / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    (specials / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer"}))
+    (specials / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    pairs = write_pairs(tmp_path / "pairs")
+    p = tiny_params({"model": {"tokenizer": str(specials)}})
+    proc, out = run_data_stage(tmp_path, pairs, p, capsys), tmp_path / "out"
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        f"error: {pairs}: every train example is special tokens only after tokenising with '{specials}' "
+        "(words read as [UNK]): the tokenizer does not fit the text; use the model's own"
+    )
+    assert not out.exists() and not (tmp_path / "m.json").exists()
