@@ -117,8 +117,9 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert second.exists() and not (tmp_path / "adapted").exists(), "the run was not interrupted mid-way"
-    # 3. re-running resumes from the newest complete checkpoint and finishes
-    run_ok(stage_cmd(tmp_path, params))
+    # 3. re-running resumes from the newest complete checkpoint, says so, and finishes
+    resumed = run_ok(stage_cmd(tmp_path, params))
+    assert f"resuming from {tmp_path / 'ckpt'}/checkpoint-" in resumed.stdout
     ref = json.loads((tmp_path / "ref.json").read_text())
     got = json.loads((tmp_path / "adapted.json").read_text())
     assert got["train"]["resumed_from_step"] >= 5 and got["train"]["steps"] == ref["train"]["steps"] == 40

@@ -270,6 +270,10 @@ def run_pretraining(
         obj = [str(resume) if resume else None]
         torch.distributed.broadcast_object_list(obj, src=0)
         resume = Path(obj[0]) if obj[0] else None
+    print(
+        f"resuming from {resume}" if resume else f"{ckpt_dir}: no checkpoint of this run; training from step 0",
+        flush=True,
+    )
 
     # 3. the base model before training (every rank computes it; only rank 0 writes)
     before = evaluate_pretraining(model.to(args.device), held_ds, tokenizer, cfg, unit)
