@@ -1,4 +1,5 @@
 import dataclasses
+import shlex
 
 import pytest
 import yaml
@@ -179,3 +180,17 @@ def test_unknown_profile():
 
     with pytest.raises(ConfigError, match="unknown profile 'huge'"):
         load_profile("huge")
+
+
+def test_the_profile_command_it_runs_is_shown_as_a_shell_would_read_it(monkeypatch, capsys):
+    # the stderr line is for pasting into a shell: quoted where the shell would expand ([13], quotes)
+    import subprocess
+
+    from minisci import profiles
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.chdir(REPO)
+    assert profiles.main(["quick", "--run", "-n", "first look"]) == 0
+    shown = capsys.readouterr().err.strip().removeprefix("minisci.profiles: ")
+    assert shlex.split(shown) == ["dvc", *calls[0][3:]] and "'pretrain.seeds=[13]'" in shown

@@ -15,6 +15,7 @@ profile is sized for one (its pretraining alone would take about two days on 2 C
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from importlib import resources
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     cmd = [sys.executable, "-m", "dvc", "exp", "run", *args, *argv[2:]]
-    print(f"minisci.profiles: dvc exp run {' '.join(args + argv[2:])}", file=sys.stderr)
+    # quoted, so the line can be pasted into a shell ([13] is a glob pattern; zsh stops on no match)
+    print(f"minisci.profiles: {shlex.join(['dvc', 'exp', 'run', *args, *argv[2:]])}", file=sys.stderr)
     try:
         return subprocess.call(cmd)
     except KeyboardInterrupt:
