@@ -194,3 +194,20 @@ def test_the_profile_command_it_runs_is_shown_as_a_shell_would_read_it(monkeypat
     assert profiles.main(["quick", "--run", "-n", "first look"]) == 0
     shown = capsys.readouterr().err.strip().removeprefix("minisci.profiles: ")
     assert shlex.split(shown) == ["dvc", *calls[0][3:]] and "'pretrain.seeds=[13]'" in shown
+
+
+def test_an_integer_where_a_name_belongs_is_told_to_be_quoted(tmp_path):
+    from minisci.config import load_catalog
+
+    entry = {
+        "task": "classification",
+        "dir": "data/mine",
+        "format": "jsonl",
+        "splits": {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"},
+        "labels": [0, 1, 2],
+    }
+    path = tmp_path / "datasets.yaml"
+    path.write_text(yaml.safe_dump({"datasets": {"mine": entry}}))
+    with pytest.raises(ConfigError) as e:
+        load_catalog(path)
+    assert str(e.value) == f"{path}: datasets.mine.labels: expected str, got 0 (quote it in YAML: '0')"

@@ -649,7 +649,10 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 if tp is int and isinstance(value, (str, float))
                 else ""
             )
-            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}{hint}")
+            raise ConfigError(
+                f"{where}: expected {tp.__name__}, got {value!r}{hint}"
+                f"{f' (quote it in YAML: {str(value)!r})' if tp is str and isinstance(value, (int, float)) else ''}"
+            )
     return value
 
 
