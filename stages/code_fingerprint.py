@@ -37,7 +37,7 @@ from minisci.config import (
     load_params,
     load_section,
 )
-from minisci.errors import ConfigError
+from minisci.errors import ConfigError, MinisciError
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
 from minisci.pretrain.model import ModelResolutionError, check_base_model, resolve_model_path
@@ -189,6 +189,27 @@ def widest_layer(model: dict) -> tuple[int, int]:
         return 768, 3072
 
 
+def check_running_code(root: Path) -> None:
+    """The minisci package this process runs is the checkout's ``src/minisci``, or the same bytes: the
+    fingerprints describe the checkout's files, so a stage running another copy (an editable install
+    of another clone, a wheel installed before an edit) would record results under code it did not
+    run. Skipped where the checkout holds no package (a project of stage scripts alone)."""
+    import minisci
+
+    here, running = root / "src" / "minisci", Path(minisci.__file__).resolve().parent
+    if running == here.resolve() or not (here / "__init__.py").is_file():
+        return
+    files = {p.relative_to(d).as_posix() for d in (here, running) for p in d.rglob("*.py")}
+    differ = sorted(f for f in files if not ((here / f).is_file() and (running / f).is_file()) or
+                    (here / f).read_bytes() != (running / f).read_bytes())  # fmt: skip
+    if differ:
+        raise MinisciError(
+            f"the minisci package that runs is {running}, not this checkout's {here.relative_to(root)}, and "
+            f"{len(differ)} of its files differ (first: {differ[0]}); install this checkout (pip install -e .) "
+            "or run with PYTHONPATH=src"
+        )
+
+
 def _stage_of(path: Path) -> str | None:
     """The stage a fingerprint file names, or None for a file that is not one."""
     try:
@@ -206,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--catalogue", default=DATASETS_FILE, help=f"the dataset catalogue (default {DATASETS_FILE})")
     args = p.parse_args(argv)
 
+    check_running_code(Path(args.stages).resolve().parent)  # first: every check below runs that code
     check_finetune_datasets(args.params, args.catalogue)
     check_sections(args.params)
     check_seed_plan(args.params)

@@ -237,6 +237,8 @@ def run(cmd: list[str], cwd: Path, env: dict | None = None, check: bool = True):
     import subprocess
 
     full_env = {**os.environ, "MINISCI_DATA_MIRROR": str(FIXTURE_MIRROR), **(env or {})}
+    if (Path(cwd) / "src" / "minisci" / "__init__.py").is_file():  # a project: its stages run its own code
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(cwd) / "src"), full_env.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

@@ -508,3 +508,26 @@ def test_fingerprints_of_stage_scripts_that_are_gone_are_removed_and_nothing_els
     (tmp_path / "fp" / "notes.json").write_text(json.dumps({"stage": "mine"}))  # not a fingerprint we wrote
     assert run() == 0
     assert sorted(p.name for p in (tmp_path / "fp").iterdir()) == ["broken.json", "model_base.json", "notes.json"]
+
+
+def test_a_stage_running_another_copy_of_minisci_is_refused_before_anything(tmp_path, monkeypatch, capsys):
+    # an editable install of another clone: the fingerprints would describe code the stages do not run
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(REPO / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (tmp_path / "stages").mkdir()
+    params_with(tmp_path)
+    argv = ["--stages", "stages", "--out", "fp"]
+    assert run_stage(stage("code_fingerprint"), argv) == 0  # a copy of the same bytes runs
+    shutil.rmtree(tmp_path / "fp")
+    with (tmp_path / "src/minisci/io.py").open("a") as f:
+        f.write("\n# an edit this checkout has and the running package has not\n")
+    capsys.readouterr()
+    assert run_stage(stage("code_fingerprint"), argv) == 1
+    import minisci
+
+    assert capsys.readouterr().err == (
+        f"error: the minisci package that runs is {Path(minisci.__file__).resolve().parent}, not this checkout's "
+        "src/minisci, and 1 of its files differ (first: io.py); install this checkout (pip install -e .) or run "
+        "with PYTHONPATH=src\n"
+    )
+    assert not (tmp_path / "fp").exists()
