@@ -194,9 +194,8 @@ def check_running_code(root: Path) -> None:
     fingerprints describe the checkout's files, so a stage running another copy (an editable install
     of another clone, a wheel installed before an edit) would record results under code it did not
     run. Skipped where the checkout holds no package (a project of stage scripts alone)."""
-    import minisci
-
-    here, running = root / "src" / "minisci", Path(minisci.__file__).resolve().parent
+    # the package as loaded (not an import statement: the closure of this stage would then hold all of it)
+    here, running = root / "src" / "minisci", Path(sys.modules["minisci"].__file__).resolve().parent
     if running == here.resolve() or not (here / "__init__.py").is_file():
         return
     files = {p.relative_to(d).as_posix() for d in (here, running) for p in d.rglob("*.py")}
