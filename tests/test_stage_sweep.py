@@ -133,12 +133,54 @@ def test_a_sweep_restores_the_aside_of_a_killed_fallback_swap(tmp_path, monkeypa
     old = tree(tmp_path / "models" / "a")
     (tmp_path / "models" / "a").rename(tmp_path / "models" / ".a.k7x2m9qz.old")
     (tmp_path / "models" / ".a.k7x2m9qz.tmp").mkdir()
+    (tmp_path / "models" / ".a.k7x2m9qz.tmp" / mio._LOCK).write_bytes(b"")  # the killed writer's, now free
     (tmp_path / "models" / ".a.k7x2m9qz.tmp" / "half.txt").write_text("half")
     (tmp_path / "models" / ".b.abcdefgh.tmp").mkdir()  # a killed write of another output
     monkeypatch.setattr(mio, "_STARTED", time.time())  # the next run's sweep
     sweep(tmp_path)
     assert tree(tmp_path / "models" / "a") == old
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["a"]
+
+
+def test_a_sweep_leaves_alone_what_is_only_named_like_a_temporary(tmp_path, monkeypatch):
+    """A user's files and folders named like temporaries or asides, with no lock file of ours inside,
+    are neither deleted nor renamed over an output's name."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / ".notes.abcdefgh.tmp").write_text("mine")
+    (tmp_path / "models" / ".drafts.abcdefgh.tmp").mkdir()
+    (tmp_path / "models" / ".drafts.abcdefgh.tmp" / "d.txt").write_text("mine")
+    (tmp_path / "models" / ".report.k7x2m9qz.old").write_text("mine")  # no output called report
+    (tmp_path / "models" / ".a.k7x2m9qz.old").write_text("mine")  # beside an output called a
+    write_old(tmp_path / "models" / "a")
+    before = {p.name for p in (tmp_path / "models").iterdir()}
+    monkeypatch.setattr(mio, "_STARTED", time.time() + 60)
+    sweep(tmp_path)
+    assert {p.name for p in (tmp_path / "models").iterdir()} == before
+    assert (tmp_path / "models" / ".notes.abcdefgh.tmp").read_text() == "mine"
+    assert (tmp_path / "models" / ".drafts.abcdefgh.tmp" / "d.txt").read_text() == "mine"
+    assert (tmp_path / "models" / ".report.k7x2m9qz.old").read_text() == "mine"
+
+
+def test_a_temporary_removed_midway_is_still_known_as_ours(tmp_path, monkeypatch):
+    """Its lock file goes last: a kill while a temporary is being removed leaves one that the next
+    sweep still recognises and clears."""
+    tmp = tmp_path / ".a.abcdefgh.tmp"
+    tmp.mkdir()
+    (tmp / mio._LOCK).write_bytes(b"")
+    for name in ("x.txt", "y.txt"):
+        (tmp / name).write_text(name)
+
+    def killed(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mio, "_remove", killed)
+    with pytest.raises(KeyboardInterrupt):
+        mio._remove_temporary(tmp)
+    monkeypatch.undo()
+    assert (tmp / mio._LOCK).is_file()
+    monkeypatch.setattr(mio, "_STARTED", time.time() + 60)
+    sweep(tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 INTERRUPT = """

@@ -53,7 +53,9 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 # temporary for as long as it runs, so a temporary whose lock is free was left by a killed run; but
 # only one last changed before this process started: a writer takes its lock just after creating the
 # folder, and another process writing beside this one may be caught between the two. One left by a
-# kill since this process started is cleared by the next run.
+# kill since this process started is cleared by the next run. Only a folder that holds the lock file
+# (or an empty one: a writer killed before taking it) is a temporary: a user's file or folder that is
+# merely named like one is never touched. The lock file goes last when a temporary is removed.
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}\.(?P<kind>tmp|old)$")
 _LOCK = ".minisci-writing"
 _STARTED = time.time()  # this process's start, near enough (this module is imported early)
@@ -71,11 +73,19 @@ def _lock(tmp: Path):
     return f
 
 
+def _is_temporary(tmp: Path) -> bool:
+    """Is ``tmp`` a folder atomic_path made: one holding the lock file, or an empty one?"""
+    try:
+        return tmp.is_dir() and not tmp.is_symlink() and ((tmp / _LOCK).is_file() or not any(tmp.iterdir()))
+    except OSError:  # gone meanwhile, or unreadable: not ours to judge
+        return False
+
+
 def _abandoned(tmp: Path) -> bool:
-    """Was ``tmp`` left by a run that no longer holds it (killed, or from a version without locks)? Not
-    if it changed since this process started (see :data:`_TEMPORARY`)."""
-    if not tmp.is_dir() or tmp.is_symlink():
-        return True
+    """Is ``tmp`` a temporary left by a run that no longer holds it (killed)? Not if it changed since
+    this process started (see :data:`_TEMPORARY`), and never if it is not a temporary of ours."""
+    if not _is_temporary(tmp):
+        return False
     try:
         if tmp.stat().st_mtime >= _STARTED:
             return False
@@ -87,7 +97,7 @@ def _abandoned(tmp: Path) -> bool:
         return True
     try:
         fd = os.open(tmp / _LOCK, os.O_RDONLY)
-    except OSError:  # no lock file: the writer died before taking it, or predates locks
+    except OSError:  # no lock file: an empty temporary, whose writer died before taking it
         return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -103,6 +113,17 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def _remove_temporary(tmp: Path) -> None:
+    """Remove a temporary, its lock file last: a kill midway leaves a folder still known as ours."""
+    with contextlib.suppress(OSError):
+        for child in tmp.iterdir():
+            if child.name != _LOCK:
+                _remove(child)
+    with contextlib.suppress(OSError):
+        (tmp / _LOCK).unlink(missing_ok=True)
+        tmp.rmdir()
 
 
 def recover_dir(directory: str | Path, name: str | None = None) -> None:
@@ -132,7 +153,7 @@ def recover_dir(directory: str | Path, name: str | None = None) -> None:
             _remove(aside)
     for m, tmp in found:
         if m["kind"] == "tmp" and _abandoned(tmp):
-            _remove(tmp)
+            _remove_temporary(tmp)
 
 
 def recover(path: str | Path) -> None:
@@ -245,7 +266,7 @@ def atomic_path(path: str | Path, owned: Callable[[Path], bool] | None = None) -
             check_replaceable(path, new_is_dir=target.is_dir(), owned=owned)
         _swap_in(target, path, tmp.with_suffix(".old"))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_temporary(tmp)
         lock.close()
 
 
