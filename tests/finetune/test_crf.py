@@ -64,6 +64,35 @@ def test_viterbi_and_likelihood_match_brute_force(seed):
     assert float(nll) == pytest.approx(float(log_z - score(best)), abs=1e-3)
 
 
+def test_a_window_that_starts_inside_an_entity_is_scored_as_a_continuation():
+    """A training window cut from inside an entity starts with its gold I-X: its likelihood is over
+    every path valid after some tag (a free start, no start score), not a forbidden start (~1e4);
+    the other rows of the batch keep the IOB2 start."""
+    crf = make_crf(2).requires_grad_(False)
+    T = 4
+    emissions = torch.randn(2, T, 5, generator=torch.Generator().manual_seed(7))
+    _, trans, end = crf.scores()
+
+    def continues(path):  # valid once something came before it
+        return valid((LABELS.index("B-A"),) + tuple(path)) or valid((LABELS.index("B-B"),) + tuple(path))
+
+    def score(em, path):
+        s = em[0, path[0]] + end[path[-1]]
+        return s + sum(trans[a, b] + em[t + 1, b] for t, (a, b) in enumerate(zip(path, path[1:])))
+
+    gold = (LABELS.index("I-A"), LABELS.index("I-A"), 0, LABELS.index("B-B"))
+    paths = [p for p in itertools.product(range(5), repeat=T) if continues(p)]
+    expected = torch.logsumexp(torch.stack([score(emissions[0], p) for p in paths]), 0) - score(emissions[0], gold)
+    mask = torch.ones(1, T, dtype=torch.bool)
+    nll = crf.neg_log_likelihood(emissions[:1], torch.tensor([gold]), mask)
+    assert float(nll) == pytest.approx(float(expected), abs=1e-3)
+    assert float(nll) < 100
+    other = (LABELS.index("B-A"), LABELS.index("I-A"), 0, 0)
+    alone = crf.neg_log_likelihood(emissions[1:], torch.tensor([other]), mask)
+    both = crf.neg_log_likelihood(emissions, torch.tensor([gold, other]), torch.ones(2, T, dtype=torch.bool))
+    assert float(both) == pytest.approx((float(nll) + float(alone)) / 2, abs=1e-4)
+
+
 def test_masked_positions_do_not_count():
     crf = make_crf(1).requires_grad_(False)
     em = torch.randn(2, 5, 5)

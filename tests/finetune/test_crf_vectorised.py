@@ -12,10 +12,13 @@ LABELS = ["O", "B-A", "I-A", "B-B", "I-B"]
 
 
 def reference_nll(crf, emissions, tags, mask):
-    """``CRF.neg_log_likelihood`` before vectorisation: a Python loop over words."""
+    """``CRF.neg_log_likelihood`` before vectorisation: a Python loop over words (with the free start
+    of a row whose gold path begins with an I- tag)."""
     start, trans, end = crf.scores()
     batch = torch.arange(len(tags))
-    score = start[tags[:, 0]] + emissions[batch, 0, tags[:, 0]]
+    inside = torch.tensor([crf.labels[int(t)].startswith("I-") for t in tags[:, 0]])
+    start = torch.where(inside[:, None], 0.0, start)
+    score = start[batch, tags[:, 0]] + emissions[batch, 0, tags[:, 0]]
     for t in range(1, tags.shape[1]):
         step = trans[tags[:, t - 1], tags[:, t]] + emissions[batch, t, tags[:, t]]
         score = score + step * mask[:, t]

@@ -2,7 +2,10 @@
 
 Transitions that IOB2 forbids (``O -> I-X``, ``B-X -> I-Y``, ``I-X -> I-Y``, and starting with
 ``I-X``) get a score of -10,000 in training *and* decoding, so Viterbi can only emit valid tag
-sequences and the model never spends probability mass on invalid ones. Emissions are read at the
+sequences and the model never spends probability mass on invalid ones. One exception in training: a
+window cut from inside an entity (a sentence longer than ``max_length``) begins with its gold ``I-X``;
+that row is scored as the continuation it is, with a free start (no start score, any first tag), not
+as an impossible sentence whose loss would be ~10,000. Emissions are read at the
 first word piece of each word, like the softmax head.
 
 The CRF sits on whatever token-classification model transformers has for the encoder (BERT,
@@ -71,9 +74,12 @@ class CRF(nn.Module):
         emissions = emissions.float()  # bf16 under autocast; fp32 parameters promote it anyway
         batch = torch.arange(len(tags), device=tags.device)
         steps = mask[:, 1:]
+        # rows whose gold path starts inside an entity continue one: a free start (see the module)
+        inside = torch.tensor([lab.startswith("I-") for lab in self.labels], device=tags.device)[tags[:, 0]]
+        start = torch.where(inside[:, None], torch.zeros_like(start), start)  # [B, n]
         # 1. score of the gold path
         gold = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # [B, T]
-        score = start[tags[:, 0]] + gold[:, 0]
+        score = start[batch, tags[:, 0]] + gold[:, 0]
         if tags.shape[1] > 1:
             score = score + ((trans[tags[:, :-1], tags[:, 1:]] + gold[:, 1:]) * steps).sum(1)
         last = tags[batch, mask.sum(1) - 1]
