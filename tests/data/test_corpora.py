@@ -341,3 +341,18 @@ def test_a_title_field_no_document_has_is_an_error(tmp_path, fixture_prepared):
         DataFormatError, match=r"a.jsonl: no document has a title in field 'titel' \(corpora.a.title_field\)"
     ):
         run_sample_corpus(tmp_path / "o", fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=4), corpora)
+
+
+def test_a_wrong_field_in_the_last_corpus_fails_before_the_first_is_read(tmp_path, fixture_prepared):
+    """Both passes that read the whole catalogue (sample_corpus's scan, finetune_embeddings' pool) parse
+    every corpus's first item first: corpus a's bad line 30 would be met only after a long read."""
+    from minisci.finetune.retrieval_benchmark import _pool_records
+
+    a = [{"text": f"Stars form in clouds. Clouds collapse {i}."} for i in range(29)] + [{"text": 3}]
+    b = [{"body": f"Neutron stars merge {i}. Waves carry the news."} for i in range(5)]
+    corpora = two_corpora(tmp_path, a, b)
+    wrong = r"b.jsonl:1: field 'text' \(text_field\) must be a non-empty string, missing"
+    with pytest.raises(DataFormatError, match=wrong):
+        run_sample_corpus(tmp_path / "o", fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=4), corpora)
+    with pytest.raises(DataFormatError, match=wrong):
+        next(_pool_records(corpora, tmp_path, "read"))

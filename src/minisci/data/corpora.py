@@ -329,6 +329,23 @@ def _flag(obj: dict, field: str | None, fail) -> bool:
     return value
 
 
+def check_first_records(corpora: dict[str, CorpusConfig], root: Path = Path(".")) -> None:
+    """Parse the first item of every corpus (JSON Lines, Parquet, hf), so that a wrong field name or
+    type in the last corpus of the catalogue fails at once, not after the others were read whole. A
+    txt corpus has no fields to get wrong."""
+    for name, cfg in corpora.items():
+        if cfg.format == "txt":
+            continue
+        files = corpus_files(cfg, root)
+        chunks = iter_chunks(name, cfg, root)
+        try:
+            chunk = next(chunks, None)
+            if chunk is not None and chunk.items:
+                parse_item(chunk, 0, cfg, files[chunk.file])
+        finally:
+            chunks.close()
+
+
 def iter_records(
     name: str, cfg: CorpusConfig, root: Path = Path("."), tally: Tally | None = None
 ) -> Iterator[tuple[Chunk, int, Record]]:

@@ -38,7 +38,16 @@ import numpy as np
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 
 from minisci.config import CORPORA_FILE, CorpusConfig, SampleCorpusConfig
-from minisci.data.corpora import Chunk, Record, Tally, corpus_files, corpus_size, iter_chunks, parse_item
+from minisci.data.corpora import (
+    Chunk,
+    Record,
+    Tally,
+    check_first_records,
+    corpus_files,
+    corpus_size,
+    iter_chunks,
+    parse_item,
+)
 from minisci.data.readers import Document, NerSentence, load_prepared, words_of
 from minisci.errors import ConfigError, DataFormatError
 from minisci.io import write_jsonl
@@ -298,6 +307,7 @@ def scan_corpora(
     corpora: dict[str, CorpusConfig], root: Path, guard: SentenceIndex, per_dataset: dict, seed: int, num_proc: int
 ) -> Scan:
     """Pass 1 over every corpus, in catalogue order, in a stream (progress on stdout)."""
+    check_first_records(corpora, root)
     files = {
         name: corpus_files(cfg, root) if cfg.format != "txt" else [root / cfg.location] for name, cfg in corpora.items()
     }

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from minisci.config import CorpusConfig
-from minisci.data.corpora import Tally, corpus_size, iter_records
+from minisci.data.corpora import Tally, check_first_records, corpus_size, iter_records
 from minisci.data.corpus import _h64, duplicates, rank, text_key
 from minisci.data.readers import Document, read_documents
 from minisci.errors import MinisciError
@@ -126,6 +126,7 @@ class PoolScan:
 
 def _pool_records(corpora: dict[str, CorpusConfig], root: Path, what: str) -> Iterator[Document]:
     """Every document of the catalogue, in catalogue order, with progress."""
+    check_first_records(corpora, root)
     for name, cfg in corpora.items():
         total, unit = corpus_size(cfg, root)
         progress, tally, n = Progress(f"finetune_embeddings: {what} {name}", total, unit), Tally(), 0
