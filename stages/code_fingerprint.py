@@ -40,7 +40,7 @@ from minisci.config import (
 from minisci.errors import ConfigError, MinisciError
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
-from minisci.pretrain.model import ModelResolutionError, check_base_model, resolve_model_path
+from minisci.pretrain.model import ModelResolutionError, check_base_model, check_tokenizer_files, resolve_model_path
 from minisci.pretrain.seeds import load_pretrain, load_seed_design
 from minisci.stage import description, run_stage
 from minisci.tasks import registry
@@ -163,17 +163,23 @@ def check_tokenizer(model_cfg: ModelConfig) -> None:
     """The tokenizer the stages will load (``model.tokenizer``, else the base's) has no id beyond the
     base model's embeddings (``vocab_size``): otherwise one line here, instead of an IndexError in the
     first forward pass of pretrain or a fine-tuning stage. Read from the files, so this always-run
-    stage imports neither transformers nor torch. (A folder without tokenizer files is refused where
-    a stage first loads it: minisci.encoding.check_tokenizer_files.)"""
+    stage imports neither transformers nor torch. A folder without tokenizer files, from which
+    transformers would build a tokenizer that reads every word as [UNK], is refused too."""
+    name = model_cfg.tokenizer or model_cfg.base
+    which = "model.tokenizer" if model_cfg.tokenizer else "model.base"
+    if name == "scratch":
+        return
+    folder = resolve_model_path(name)
+    try:
+        check_tokenizer_files(folder)
+    except MinisciError as e:
+        raise ModelResolutionError(f"{which} {name!r}: {e}") from None
     if model_cfg.base == "scratch":  # its embeddings are sized from the tokenizer
         return
-    name = model_cfg.tokenizer or model_cfg.base
-    folder = resolve_model_path(name)
     base = resolve_model_path(model_cfg.base)
     size = json.loads((base / "config.json").read_text(encoding="utf-8")).get("vocab_size")
     top = tokenizer_top_id(folder)
     if isinstance(size, int) and top is not None and top[0] >= size:
-        which = "model.tokenizer" if model_cfg.tokenizer else "model.base"
         raise ModelResolutionError(
             f"{which} {name!r}: {top[1]} has token ids up to {top[0]}, but model {model_cfg.base!r} has "
             f"{size} token embeddings (vocab_size in its config.json); use the tokenizer saved with the model"

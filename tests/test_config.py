@@ -104,6 +104,29 @@ def test_catalogue_errors_name_the_file_and_the_entry(tmp_path):
         config.load_catalog(path)
 
 
+@pytest.mark.parametrize(
+    ("task", "extra", "named"),
+    [
+        ("classification", {"scheme": "IOB1"}, "scheme is a field"),
+        ("classification", {"tag_column": 3, "scheme": "IOB2"}, "tag_column, scheme are fields"),
+        ("ner", {"text_field": "sentence"}, "text_field is a field"),
+        ("ner", {"label_field": "tag"}, "label_field is a field"),
+    ],
+)
+def test_a_field_of_the_other_format_is_refused_not_ignored(tmp_path, task, extra, named):
+    catalogue = load_params(REPO / "data/datasets.yaml")
+    fmt = {"ner": "conll", "classification": "jsonl"}[task]
+    splits = {s: f"{s}.x" for s in ("train", "dev", "test")}
+    catalogue["datasets"]["mine"] = {"task": task, "dir": "d", "splits": splits, "format": fmt, **extra}
+    path = tmp_path / "datasets.yaml"
+    path.write_text(yaml.safe_dump(catalogue))
+    with pytest.raises(ConfigError, match=rf"^{path}: 'datasets\.mine': {named} of another file format; a {fmt}"):
+        config.load_catalog(path)
+    del catalogue["datasets"]["mine"]
+    path.write_text(yaml.safe_dump(catalogue))
+    assert "mine" not in config.load_catalog(path)  # the shipped entries carry no foreign field
+
+
 def test_a_catalogue_left_in_params_yaml_is_refused(tmp_path):
     """No stage reads a catalogue in params.yaml: the first stage says where it belongs."""
     params = load_params(REPO / "params.yaml")

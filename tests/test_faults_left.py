@@ -113,11 +113,12 @@ def fingerprint_stages(tmp, script: bytes, base: str | None = None):
     return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
 
 
-def base_model_folder(config: dict, weights: bool):
+def base_model_folder(config: dict, weights: bool, tokenizer: bool = True):
     def build(tmp):
         (tmp / "base").mkdir()
         (tmp / "base" / "config.json").write_text(json.dumps(config))
-        (tmp / "base" / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+        if tokenizer:
+            (tmp / "base" / "vocab.txt").write_text("[PAD]\n[UNK]\n")
         if weights:
             (tmp / "base" / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
         return fingerprint_stages(tmp, b"x = 1\n", base="base")
@@ -253,6 +254,12 @@ CASES = [
         base_model_folder({**BERT, "vocab_size": 1}, weights=True),
         "model.base 'base': base/vocab.txt has token ids up to 1, but model 'base' has 1 token "
         "embeddings (vocab_size in its config.json); use the tokenizer saved with the model",
+    ),
+    (
+        "base model folder without tokenizer files",
+        base_model_folder(BERT, weights=True, tokenizer=False),
+        "model.base 'base': base: no tokenizer files (one of tokenizer.json, vocab.txt, vocab.json, spiece.model, "
+        "sentencepiece.bpe.model, tokenizer.model); save the model's tokenizer beside it (tokenizer.save_pretrained(DIR))",
     ),
     (
         "base model folder without weights",

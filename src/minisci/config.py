@@ -45,6 +45,8 @@ CORPORA_FILE = "data/corpora.yaml"
 # (datasets.NAME) on stage commands: no space, dot or other character any of those would split at.
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 TAG_SCHEMES = ("IOB1", "IOB2", "auto")
+# The catalogue fields that only one file format reads; a field of another format is refused, not ignored.
+FORMAT_FIELDS = {"conll": ("tag_column", "scheme", "keep_types"), "jsonl": ("text_field", "label_field")}
 SPLITS = ("train", "dev", "test")
 
 
@@ -139,6 +141,14 @@ def load_catalog(path: str | Path = DATASETS_FILE) -> dict[str, DatasetConfig]:
             )
         try:
             out[name] = from_dict(DatasetConfig, entry, f"datasets.{name}")
+            mine = FORMAT_FIELDS.get(out[name].format, ())
+            foreign = [f for fmt, fields in FORMAT_FIELDS.items() for f in fields if f in entry and f not in mine]
+            _check(
+                not foreign,
+                f"datasets.{name}",
+                f"{', '.join(foreign)} {'is a field' if len(foreign) == 1 else 'are fields'} of another file format; "
+                f"a {out[name].format} ({out[name].task}) dataset does not read {'it' if len(foreign) == 1 else 'them'}",
+            )
             _check(
                 is_inside_repository(out[name].dir),
                 f"datasets.{name}",
@@ -247,15 +257,29 @@ class CorpusConfig:
         return tuple(dict.fromkeys([f for f in named if f] + list(self.filter or {})))
 
 
+# Names a corpus cannot have: sample_corpus reports each corpus as <name>_docs, <name>_sentences and
+# <name>_words beside its own totals, and these names would write over them (pool_docs, total_words, ...).
+RESERVED_CORPUS_NAMES = (
+    "tapt",
+    "pool",
+    "total",
+    "excluded_tapt",
+    "dropped_docs_without",
+    "dropped_short",
+    "guard_test",
+)
+
+
 def load_corpora(path: str | Path = CORPORA_FILE) -> dict[str, CorpusConfig]:
     """Every entry of the corpus catalogue, validated (errors name the file and ``corpora.<name>``)."""
     section = _catalogue_section(path, "corpora", "the pretraining corpus catalogue")
     out = {}
     for name, entry in section.items():
-        if re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)) is None or name == "tapt":
+        if re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)) is None or name in RESERVED_CORPUS_NAMES:
             raise ConfigError(
-                f"{path}: corpus name {name!r} in 'corpora': letters, digits, '_', '-', '.' only, and not "
-                "'tapt' (task-adaptive text)"
+                f"{path}: corpus name {name!r} in 'corpora': letters, digits, '_', '-', '.' only, and none of "
+                f"{', '.join(RESERVED_CORPUS_NAMES)} ('tapt' is the task-adaptive text; the others would overwrite "
+                "sample_corpus's own metrics, <name>_docs and the like)"
             )
         try:
             out[str(name)] = from_dict(CorpusConfig, entry, f"corpora.{name}")

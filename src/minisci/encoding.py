@@ -15,26 +15,7 @@ import torch
 
 from minisci.batching import length_batches, windows_of
 from minisci.errors import MinisciError
-
-# What a saved tokenizer consists of (one of them, by tokenizer kind). Without any, transformers builds
-# a tokenizer of a handful of special tokens, which reads every word as [UNK] and gives garbage, not an error.
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "vocab.txt",
-    "vocab.json",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-    "tokenizer.model",
-)
-
-
-def check_tokenizer_files(path: str | Path) -> None:
-    path = Path(path)
-    if path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_FILES):
-        raise MinisciError(
-            f"{path}: no tokenizer files (one of {', '.join(TOKENIZER_FILES)}); save the model's tokenizer beside it "
-            "(tokenizer.save_pretrained(DIR))"
-        )
+from minisci.pretrain.model import check_tokenizer_files
 
 
 def load_encoder(model_dir: str | Path):

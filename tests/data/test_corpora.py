@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, fixture_corpora, run_sample_corpus, tiny_params
+from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, REPO, fixture_corpora, run_sample_corpus, tiny_params
 
 from minisci.config import CorpusConfig, SampleCorpusConfig, from_dict, load_corpora
 from minisci.data.corpora import content_id, iter_records
@@ -209,6 +209,27 @@ def test_bad_entries_are_config_errors_naming_the_corpus(tmp_path, entry, match)
     params.write_text(json.dumps({"corpora": {"physics": {"weight": 1.0, **entry}}}))
     with pytest.raises(ConfigError, match=r"corpora\.physics.*" + match):
         load_corpora(params)
+
+
+@pytest.mark.parametrize("name", ["tapt", "pool", "total", "guard_test", "a b"])
+def test_a_reserved_or_malformed_corpus_name_is_refused(tmp_path, name):
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        json.dumps({"corpora": {name: {"weight": 1.0, "format": "jsonl", "path": "a", "text_field": "t"}}})
+    )
+    with pytest.raises(ConfigError, match=rf"corpus name '{name}' in 'corpora'"):
+        load_corpora(params)
+
+
+def test_no_corpus_name_can_write_over_sample_corpus_metrics():
+    """Each corpus is reported as <name>_docs, _sentences and _words beside the stage's own keys: every
+    other key of that form has its prefix reserved."""
+    from minisci.config import RESERVED_CORPUS_NAMES
+
+    metrics = json.loads((REPO / "metrics/sample_corpus.json").read_text())
+    corpora = set(load_corpora(REPO / "data/corpora.yaml"))
+    own = {k.rsplit("_", 1)[0] for k in metrics if k.rsplit("_", 1)[-1] in ("docs", "sentences", "words")}
+    assert own - corpora == set(RESERVED_CORPUS_NAMES)
 
 
 def test_a_corpus_outside_the_stage_dependencies_is_refused():

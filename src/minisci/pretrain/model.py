@@ -129,10 +129,32 @@ def _generated_model_types() -> set[str]:
     return set()
 
 
+# What a saved tokenizer consists of (one of them, by tokenizer kind). Without any, transformers builds
+# a tokenizer of a handful of special tokens, which reads every word as [UNK] and gives garbage, not an error.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+
+
+def check_tokenizer_files(path: str | Path) -> None:
+    path = Path(path)
+    if path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise MinisciError(
+            f"{path}: no tokenizer files (one of {', '.join(TOKENIZER_FILES)}); save the model's tokenizer beside it "
+            "(tokenizer.save_pretrained(DIR))"
+        )
+
+
 def load_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
     name = cfg.tokenizer or cfg.base
+    check_tokenizer_files(resolve_model_path(name))
     try:
         return AutoTokenizer.from_pretrained(resolve_model_path(name), local_files_only=True, trust_remote_code=False)
     except ValueError as e:  # e.g. a tokenizer whose auto_map names its own code: refused, not run
