@@ -265,7 +265,8 @@ def _results(proj: Path) -> dict:
 def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted_metrics(tiny_repro, tmp_path):
     """`kill -9` of `dvc repro` in the middle of fine-tuning (after an epoch checkpoint), then
     `dvc repro` again: it resumes, ends with the metrics of an uninterrupted run, and leaves no strays.
-    Both start from a copy of the session's tiny repro (its data and base model), with eight epochs;
+    Both start from a copy of the session's tiny repro (its data and base model), with 24 epochs (eight
+    were too few on a loaded machine: the stage could finish between two looks for a checkpoint);
     the kill waits for a checkpoint before the last step (the uninterrupted run's last one), since the
     tiny run's epochs take a fraction of a second and the stage's metrics come right after the last."""
     import shutil
@@ -277,7 +278,7 @@ def test_kill_9_during_a_finetuning_stage_then_dvc_repro_gives_the_uninterrupted
     stage = "finetune_ner@bc5cdr-baseline"
     proj = copy_project(tiny_repro, tmp_path / "proj")
     params = yaml.safe_load((proj / "params.yaml").read_text())
-    params["finetune_ner"]["epochs"] = 8.0
+    params["finetune_ner"]["epochs"] = 24.0
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     ckpts = proj / "models/finetune_checkpoints/ner/bc5cdr/baseline/seed13"
     shutil.rmtree(ckpts)  # the one-epoch run's: the checkpoint awaited below is the new run's
