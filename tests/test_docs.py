@@ -476,6 +476,24 @@ def test_sync_names_what_it_cannot_find(tmp_path, selector, message):
         sync_docs.stale(root)
 
 
+def test_a_heading_prefix_of_two_sections_is_refused_and_an_exact_heading_wins(tmp_path):
+    """A section added to the report later ("Pretraining seeds ...") must not take the place of the one
+    a doc meant ("Pretraining (held-out pairs)")."""
+    report = REPORT_OLD.replace(
+        "## Pretraining (held-out pairs)",
+        "## Pretraining seeds\n\n| a |\n|---|\n| 1 |\n\n## Pretraining (held-out pairs)",
+    )
+    root = _project(tmp_path, report)
+    page = root / "docs" / "page.md"
+    page.write_text('<!-- generated from metrics/report.md: table 1 in "Pretraining" -->\n<!-- end -->\n')
+    with pytest.raises(
+        MinisciError, match=r"2 headings start with 'Pretraining' \(Pretraining seeds; Pretraining \(held"
+    ):
+        sync_docs.stale(root)
+    page.write_text('<!-- generated from metrics/report.md: table 1 in "Pretraining seeds" -->\n<!-- end -->\n')
+    assert "| 1 |" in sync_docs.select(report, 'table 1 in "Pretraining seeds"')
+
+
 # --- benchmark ranges -----------------------------------------------------------------------------
 
 

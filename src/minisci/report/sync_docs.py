@@ -73,20 +73,26 @@ LINK = re.compile(r"(\]\()(?P<target>[^)\s]+)(\))")
 
 
 def _sections(lines: list[str], heading: str) -> list[str]:
-    """The body lines of the first section whose heading text starts with ``heading``."""
+    """The body lines of the section whose heading text is ``heading``, or else starts with it. A prefix
+    that starts two different headings is refused: a section added to the report later would
+    otherwise take the place of the one meant."""
     wanted = heading.lstrip("#").strip()
-    for i, line in enumerate(lines):
-        m = HEADING.match(line)
-        if m and m.group(2).startswith(wanted):
-            level = len(m.group(1))
-            body = []
-            for later in lines[i + 1 :]:
-                n = HEADING.match(later)
-                if n and len(n.group(1)) <= level:
-                    break
-                body.append(later)
-            return body
-    raise MinisciError(f"no heading starting with {wanted!r}")
+    found = [(i, m) for i, line in enumerate(lines) if (m := HEADING.match(line)) and m.group(2).startswith(wanted)]
+    exact = [(i, m) for i, m in found if m.group(2).strip() == wanted]
+    texts = list(dict.fromkeys(m.group(2).strip() for _, m in found))
+    if not exact and len(texts) > 1:
+        raise MinisciError(f"{len(texts)} headings start with {wanted!r} ({'; '.join(texts)}): give more of one")
+    if not found:
+        raise MinisciError(f"no heading starting with {wanted!r}")
+    i, m = (exact or found)[0]
+    level = len(m.group(1))
+    body = []
+    for later in lines[i + 1 :]:
+        n = HEADING.match(later)
+        if n and len(n.group(1)) <= level:
+            break
+        body.append(later)
+    return body
 
 
 def _tables(lines: list[str]) -> list[list[str]]:
