@@ -134,7 +134,7 @@ def test_batched_viterbi_paths_are_identical(seed):
     assert crf.decode_batch([]) == []
 
 
-def test_merge_predictions_batched_equals_per_window():
+def test_merge_predictions_batched_equals_one_by_one():
     crf = random_crf(3)
     g = torch.Generator().manual_seed(3)
     feats = [
@@ -152,3 +152,25 @@ def test_merge_predictions_batched_equals_per_window():
     assert merge_predictions(feats, logits, n_words, id2label) == merge_predictions(
         feats, logits, n_words, id2label, argmax_decode
     )
+
+
+def test_an_entity_across_a_window_edge_is_decoded_whole():
+    """A sentence longer than max_length is cut into windows; the CRF decodes the sentence's joined
+    emissions, so an entity that runs across the cut stays one entity (each window decoded on its own
+    could not start with I-A, and would split it in two)."""
+    crf = CRF(LABELS)
+    strong = {0: "O", 1: "B-A", 2: "I-A", 3: "I-A"}
+    emissions = torch.full((4, len(LABELS)), -5.0)
+    for word, label in strong.items():
+        emissions[word, LABELS.index(label)] = 5.0
+    feats = [
+        {"sentence": 0, "word_start": 0, "first_positions": [1, 2]},
+        {"sentence": 0, "word_start": 2, "first_positions": [1, 2]},
+    ]
+    logits = [
+        torch.cat([torch.zeros(1, len(LABELS)), emissions[0:2]]),
+        torch.cat([torch.zeros(1, len(LABELS)), emissions[2:4]]),
+    ]
+    merged = merge_predictions(feats, logits, [4], dict(enumerate(LABELS)), decode_batch=crf.decode_batch)
+    assert merged == [["O", "B-A", "I-A", "I-A"]]
+    assert [crf.decode(emissions[2:4])] != [[LABELS.index("I-A")] * 2]  # what a window alone gives

@@ -132,21 +132,34 @@ def merge_predictions(
     decode=argmax_decode,
     decode_batch=None,
 ) -> list[list[str]]:
-    """One valid IOB2 tag per word: each window's first-piece emissions are decoded (argmax, or
-    the CRF's Viterbi) and merged back into their sentences. ``decode_batch`` (e.g. the CRF's
-    ``decode_batch``), when given, decodes all windows in one call instead of ``decode`` one by one."""
-    tags: list[list[str | None]] = [[None] * n for n in n_words]
-    emissions = [lg[f["first_positions"]] for f, lg in zip(feats, logits)]
+    """One valid IOB2 tag per word: the first-piece emissions of a sentence's windows are joined in
+    word order and decoded as one sequence (argmax, or the CRF's Viterbi), so a CRF does not cut an
+    entity at a window's edge (a window's own Viterbi could not start inside one). ``decode_batch``
+    (e.g. the CRF's ``decode_batch``), when given, decodes all sentences in one call instead of
+    ``decode`` one by one."""
+    import torch
+
+    parts: list[list[tuple[int, torch.Tensor]]] = [[] for _ in n_words]
+    for f, lg in zip(feats, logits):
+        parts[f["sentence"]].append((f["word_start"], lg[f["first_positions"]]))
+    for si, (n, windows_) in enumerate(zip(n_words, parts)):
+        windows_.sort(key=lambda w: w[0])
+        at = 0
+        for start, em in windows_:
+            if start < at:
+                raise AssertionError(f"sentence {si} word {start} predicted twice")
+            if start > at:
+                break
+            at += len(em)
+        if at != n or sum(len(em) for _, em in windows_) != n:
+            missing = n - min(at, n)
+            raise AssertionError(f"sentence {si}: {missing} words without a prediction")
+    todo = [si for si, w in enumerate(parts) if w]
+    emissions = [torch.cat([em for _, em in parts[si]]) for si in todo]
     paths = decode_batch(emissions) if decode_batch is not None else [decode(e) for e in emissions]
-    for f, pred in zip(feats, paths):
-        for k, label_id in enumerate(pred):
-            word = f["word_start"] + k
-            if tags[f["sentence"]][word] is not None:
-                raise AssertionError(f"sentence {f['sentence']} word {word} predicted twice")
-            tags[f["sentence"]][word] = id2label[label_id]
-    for si, t in enumerate(tags):
-        if any(x is None for x in t):
-            raise AssertionError(f"sentence {si}: {t.count(None)} words without a prediction")
+    tags: list[list[str]] = [[] for _ in n_words]
+    for si, path in zip(todo, paths):
+        tags[si] = [id2label[label_id] for label_id in path]
     return [list(to_iob2(t)) for t in tags]
 
 
