@@ -143,6 +143,13 @@ def section_value(section: str, key: str, value):
     return build
 
 
+def no_finetune_datasets(tmp):
+    (tmp / "stages").mkdir()
+    (tmp / "src" / "minisci").mkdir(parents=True)
+    params_with(tmp, **{s: {**PARAMS[s], "datasets": []} for s in ("finetune_ner", "finetune_classification")})
+    return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+
 def finetune_seeds(seeds):
     def build(tmp):
         (tmp / "stages").mkdir()
@@ -226,9 +233,10 @@ CASES = [
     ),
     ("fine-tuning seeds not a list", finetune_seeds(13), "params finetune_ner.seeds: expected a list, got 13"),
     (
-        "no NER dataset: refused before any stage runs, not by export_metrics at the end",
-        section_value("finetune_ner", "datasets", []),
-        "params section 'finetune_ner': datasets must list at least one catalogue entry",
+        "no dataset for either task: refused before any stage runs, not by export_metrics at the end",
+        no_finetune_datasets,
+        "params.yaml: no dataset to fine-tune on: list at least one catalogue entry in finetune_ner.datasets "
+        "or finetune_classification.datasets",
     ),
     (
         "a seed design the fine-tuning stages do not run",

@@ -187,6 +187,12 @@ def check_finetune_datasets(path: str | Path = "params.yaml", catalogue: str | P
         if key in params:
             raise ConfigError(f"{path}: '{key}' is a catalogue, not a params section: move it to {file}")
     catalog = load_catalog(catalogue)
+    sections = [kind.stage for kind in facts.FACTS.values()]
+    if not any(params.get(section, {}).get("datasets") for section in sections):
+        raise ConfigError(
+            f"{path}: no dataset to fine-tune on: list at least one catalogue entry in "
+            + " or ".join(f"{section}.datasets" for section in sections)
+        )
     for kind in facts.FACTS.values():
         section, task = kind.stage, kind.name
         names = params.get(section, {}).get("datasets") or []
@@ -515,7 +521,6 @@ class _FinetuneConfig(_SpeedKeys):
 
     def _check_common(self, s: str, losses: tuple[str, ...]) -> None:
         _check(self.seed_processes >= 1, s, "seed_processes must be >= 1 (1 = the seeds one after another)")
-        _check(len(self.datasets) > 0, s, "datasets must list at least one catalogue entry")
         _check_names(self.datasets, s, "datasets")
         _check(self.epochs > 0, s, "epochs must be > 0")
         _check(self.eval_delay >= 0, s, "eval_delay must be >= 0 (0 = score dev after every epoch)")

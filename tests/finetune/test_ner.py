@@ -47,6 +47,20 @@ def test_merge_rejects_missing_words():
         merge_predictions(feats, [torch.zeros(3, 3)], [2], {0: "O", 1: "B-X", 2: "I-X"})
 
 
+@pytest.mark.parametrize(
+    "starts, n_words, message",
+    [
+        ((0, 1), 3, "word 1 predicted twice"),  # windows of two words each, the second starting at word 1
+        ((0, 3), 5, "word 2 predicted never"),
+        ((0, 2), 3, "4 predictions for 3 words"),
+    ],
+)
+def test_merge_rejects_windows_that_do_not_tile_the_sentence(starts, n_words, message):
+    feats = [{"sentence": 0, "word_start": w, "first_positions": [1, 2]} for w in starts]
+    with pytest.raises(AssertionError, match=message):
+        merge_predictions(feats, [torch.zeros(4, 3)] * 2, [n_words], {0: "O", 1: "B-X", 2: "I-X"})
+
+
 def test_iob1_single_token_entity_is_scored_as_an_entity(tmp_path):
     p = tmp_path / "t.txt"
     p.write_text(

@@ -154,9 +154,10 @@ def load_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
     name = cfg.tokenizer or cfg.base
-    check_tokenizer_files(resolve_model_path(name))
+    folder = resolve_model_path(name)
+    check_tokenizer_files(folder)
     try:
-        return AutoTokenizer.from_pretrained(resolve_model_path(name), local_files_only=True, trust_remote_code=False)
+        return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
     except ValueError as e:  # e.g. a tokenizer whose auto_map names its own code: refused, not run
         raise ModelResolutionError(f"model {name!r}: {' '.join(str(e).split())}") from None
 

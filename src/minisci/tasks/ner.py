@@ -144,16 +144,19 @@ def merge_predictions(
         parts[f["sentence"]].append((f["word_start"], lg[f["first_positions"]]))
     for si, (n, windows_) in enumerate(zip(n_words, parts)):
         windows_.sort(key=lambda w: w[0])
-        at = 0
+        at = 0  # the windows must tile the sentence's words: each starts where the one before ends
         for start, em in windows_:
-            if start < at:
-                raise AssertionError(f"sentence {si} word {start} predicted twice")
-            if start > at:
-                break
+            if start != at:
+                raise AssertionError(
+                    f"sentence {si}: word {min(start, at)} predicted {'twice' if start < at else 'never'}"
+                )
             at += len(em)
-        if at != n or sum(len(em) for _, em in windows_) != n:
-            missing = n - min(at, n)
-            raise AssertionError(f"sentence {si}: {missing} words without a prediction")
+        if at != n:
+            raise AssertionError(
+                f"sentence {si}: {n - at} words without a prediction"
+                if at < n
+                else f"sentence {si}: {at} predictions for {n} words"
+            )
     todo = [si for si, w in enumerate(parts) if w]
     emissions = [torch.cat([em for _, em in parts[si]]) for si in todo]
     paths = decode_batch(emissions) if decode_batch is not None else [decode(e) for e in emissions]
