@@ -300,6 +300,9 @@ def make_project(root: Path, overrides: dict | None = None) -> Path:
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (root / "data").mkdir()
     shutil.copytree(REPO / "data" / "corpora", root / "data" / "corpora")  # where a user's corpora go (a dep)
+    for marker in REPO.glob("*/finetune_*/.gitkeep"):  # export_metrics' task folders, there with no dataset too
+        (root / marker.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(marker, root / marker.relative_to(REPO))
     fixture_manifest(root / "data" / "manifest.tsv")
     write_params(root, tiny_params(overrides))
     run(["git", "init", "-q"], root)

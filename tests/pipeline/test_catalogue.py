@@ -124,6 +124,36 @@ def test_user_declared_datasets_run_end_to_end(tiny_repro, tmp_path):
     assert not any(s.startswith("finetune_ner") for s in status)
 
 
+@pytest.mark.slow
+def test_a_project_of_one_task(tiny_repro, tmp_path):
+    """A project that fine-tunes on NER alone, as a user's own starts: the classification list empty
+    and the old classification results removed. Only the report reruns, and it shows NER alone."""
+    import shutil
+
+    import yaml
+
+    proj = copy_project(tiny_repro, tmp_path / "proj")
+    params = yaml.safe_load((proj / "params.yaml").read_text())
+    params["finetune_classification"]["datasets"] = []
+    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    old = [f"{top}/finetune_classification/scicite" for top in ("metrics", "models", "plots")]
+    run(["git", "rm", "-rq", *old], proj)
+    shutil.rmtree(proj / "models/finetune_classification/scicite")  # DVC's output, ignored by git
+    status = json.loads(run(["dvc", "status", "--json"], proj).stdout)
+    assert set(status) == {"code_fingerprint", "export_metrics"}
+    out = run(["dvc", "repro"], proj).stdout
+    assert {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")} == set(status)
+    summary = json.loads((proj / "metrics/summary.json").read_text())
+    assert "ner.bc5cdr.delta.f1" in summary and not [k for k in summary if k.startswith("classification.")]
+    report = (proj / "metrics/report.md").read_text()
+    assert "| NER | bc5cdr |" in report and "| classification | scicite |" not in report
+    assert "### NER: bc5cdr" in report and "### classification:" not in report
+    assert sorted(p.name for p in (proj / "plots/charts").glob("*.png")) == ["comparison.png", "loss_curves.png"]
+    shown = run(["dvc", "plots", "show", "-o", str(tmp_path / "plots")], proj)  # every plot of dvc.yaml loads
+    assert "failed to load" not in shown.stdout + shown.stderr
+    assert json.loads(run(["dvc", "status", "--json"], proj).stdout) == {"code_fingerprint": ["always changed"]}
+
+
 def test_bad_user_data_fails_with_file_and_line_and_writes_nothing(tmp_path):
     proj = make_project(tmp_path / "proj")
     user_ner(proj)

@@ -148,5 +148,4 @@ def test_pull_request_workflow_is_valid():
     assert "dvc metrics diff main --md" in script and "cml comment create" in script
     assert "pip install -r requirements.txt" in script and "dvc repro" in script
     assert all(shutil.which(cmd) for cmd in ("dvc", "git"))  # the commands it runs exist here
-    for png in ("comparison.png", "loss_curves.png", "confusion_scicite.png"):
-        assert png in script
+    assert "for png in plots/charts/*.png" in script  # every chart the run wrote, whichever datasets ran

@@ -126,6 +126,23 @@ def test_page_bad_inputs_get_a_message_not_a_crash(monkeypatch, tmp_path, tiny_f
     assert not at.exception
 
 
+def test_a_project_of_one_task_has_no_model_for_the_other_tab(monkeypatch, tmp_path, tiny_finetuned):
+    from minisci.serve import cli
+
+    (tmp_path / "params.yaml").write_text(
+        "finetune_ner:\n  datasets: [bc5cdr]\nfinetune_classification:\n  datasets: []\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.build_parser().parse_args(["demo"]).cite is None
+    at = app(monkeypatch, ner=tiny_finetuned["ner"])
+    assert not at.exception and not at.error
+    assert at.info[0].value == (  # the citation tab's, before the search tab's "No index yet"
+        "No citation intent model (none: finetune_classification.datasets is empty in params.yaml); "
+        "start the demo with --cite DIR for one."
+    )
+    assert submit(at, 0, SENTENCE) == "" and at.table  # the NER tab works as ever
+
+
 def test_page_says_why_no_reviewer_is_ranked(monkeypatch, tiny_model_dir, index_dir):
     at = app(monkeypatch, embeddings=tiny_model_dir, index=index_dir)
     at.text_area[2].input("shortest paths in sparse graphs")

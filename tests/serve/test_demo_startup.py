@@ -84,3 +84,23 @@ def test_demo_help_has_an_example_and_the_default_port(capsys):
     out = capsys.readouterr().out
     assert "minisci demo --index /tmp/papers-index" in out
     assert "(default: 8501)" in out
+
+
+def test_a_project_of_one_task_starts_without_the_other_model(models, monkeypatch, tmp_path, capsys):
+    (tmp_path / "params.yaml").write_text("finetune_ner:\n  datasets: []\nfinetune_classification:\n  datasets: [x]\n")
+    monkeypatch.chdir(tmp_path)
+    started = []
+
+    class Server:
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(demo.subprocess, "Popen", lambda cmd, **kw: started.append(cmd) or Server())
+    cite, enc = str(models["--cite"]), str(models["--embeddings"])
+    assert cli.main(["demo", "--port", "9000", "--cite", cite, "--embeddings", enc]) == 0
+    assert started[0][started[0].index("--") + 1 :] == ["--cite", cite, "--embeddings", enc]  # the page's options
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    assert "NER model directory (default: none: finetune_ner.datasets is empty in params.yaml)" in " ".join(
+        capsys.readouterr().out.split()
+    )

@@ -20,16 +20,25 @@ from pathlib import Path
 from minisci.errors import MinisciError
 
 
-def pipeline_model(stage: str, params: str | Path = "params.yaml") -> str:
+def pipeline_model(stage: str, params: str | Path = "params.yaml") -> str | None:
     """Where `dvc repro` writes the adapted model of ``stage``'s first dataset (dvc.yaml's outs);
-    the datasets are the ones params.yaml names, so a user's own catalogue is followed."""
+    the datasets are the ones params.yaml names, so a user's own catalogue is followed. None when
+    params.yaml lists none: a project of the other task alone."""
     try:
         import yaml
 
-        first = yaml.safe_load(Path(params).read_text(encoding="utf-8"))[stage]["datasets"][0]
+        datasets = yaml.safe_load(Path(params).read_text(encoding="utf-8"))[stage]["datasets"]
+        if datasets == []:
+            return None
+        first = datasets[0]
     except (OSError, KeyError, IndexError, TypeError, ValueError, yaml.YAMLError):  # no usable params: a placeholder
         return f"models/{stage}/<dataset>/adapted"
     return f"models/{stage}/{first}/adapted"
+
+
+def no_model(stage: str) -> str:
+    """What the page and --help say when the project fine-tunes no dataset of ``stage``'s task."""
+    return f"none: {stage}.datasets is empty in params.yaml"
 
 
 DEFAULT_EMBEDDINGS = "models/embeddings"
@@ -77,14 +86,15 @@ def _raise_stopped(signum, frame):
     raise _Stopped
 
 
-def launch(ner: str, cite: str, embeddings: str, index: str | None, host: str, port: int) -> int:
+def launch(ner: str | None, cite: str | None, embeddings: str, index: str | None, host: str, port: int) -> int:
     """Run the page until stopped (Ctrl+C, SIGINT or SIGTERM), stopping Streamlit with it; returns
     Streamlit's exit code, 0 when stopped."""
     import signal
 
     if importlib.util.find_spec("streamlit") is None:
         raise MinisciError("streamlit is not installed; run `pip install -r requirements.txt`")
-    page_args = ["--ner", ner, "--cite", cite, "--embeddings", embeddings] + (["--index", index] if index else [])
+    options = {"--ner": ner, "--cite": cite, "--embeddings": embeddings, "--index": index}
+    page_args = [x for option, value in options.items() if value for x in (option, value)]
     cmd = [sys.executable, "-m", "streamlit", "run", str(PAGE), *streamlit_flags(host, port), "--", *page_args]
     print(f"minisci demo: http://{host}:{port} (Ctrl+C stops it)", file=sys.stderr)
     if Path(embeddings).is_dir():  # which encoder uploads are indexed with, and why
@@ -125,8 +135,12 @@ def page_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     # read when the parser is built (from the working directory's params.yaml), not at import time
     ner, cite = pipeline_model("finetune_ner"), pipeline_model("finetune_classification")
-    p.add_argument("--ner", default=ner, help=f"NER model directory (default: {ner})")
-    p.add_argument("--cite", default=cite, help=f"citation intent model directory (default: {cite})")
+    p.add_argument("--ner", default=ner, help=f"NER model directory (default: {ner or no_model('finetune_ner')})")
+    p.add_argument(
+        "--cite",
+        default=cite,
+        help=f"citation intent model directory (default: {cite or no_model('finetune_classification')})",
+    )
     p.add_argument(
         "--embeddings",
         default=DEFAULT_EMBEDDINGS,
@@ -172,6 +186,8 @@ def check_models(args) -> None:
     from minisci.tasks import registry
 
     for option, path, command in (("--ner", args.ner, "ner"), ("--cite", args.cite, "cite")):
+        if path is None:  # the project fine-tunes no dataset of this task: its tab says so
+            continue
         try:
             check_task(Path(path), read_config(path), registry.of_command(command))
             check_weights(path)

@@ -43,7 +43,10 @@ def upload_index(encoder_dir: str, name: str, data: bytes) -> Index:
     return demo.index_from_upload(encoder_dir, name, data)
 
 
-def ner_tab(model_dir: str) -> None:
+def ner_tab(model_dir: str | None) -> None:
+    if model_dir is None:
+        st.info(f"No NER model ({demo.no_model('finetune_ner')}); start the demo with --ner DIR for one.")
+        return
     with st.form("ner"):
         text = st.text_area("Biomedical text", height=150, placeholder="Naloxone reverses the effect of clonidine.")
         submitted = st.form_submit_button("Tag entities")
@@ -66,7 +69,13 @@ def ner_tab(model_dir: str) -> None:
     st.table(demo.entity_rows(text, entities))
 
 
-def cite_tab(model_dir: str) -> None:
+def cite_tab(model_dir: str | None) -> None:
+    if model_dir is None:
+        st.info(
+            f"No citation intent model ({demo.no_model('finetune_classification')}); "
+            "start the demo with --cite DIR for one."
+        )
+        return
     with st.form("cite"):
         text = st.text_area("Citation sentence", placeholder="We used the protocol described by Smith et al. (2001).")
         submitted = st.form_submit_button("Classify intent")
