@@ -233,9 +233,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     check_running_code(Path(args.stages).resolve().parent)  # first: every check below runs that code
-    check_finetune_datasets(args.params, args.catalogue)
     check_sections(args.params)
-    check_seed_plan(args.params)
+    check_seed_plan(args.params)  # the fine-tuning sections' own checks (types, ranges) first
+    check_finetune_datasets(args.params, args.catalogue)
     model_cfg = load_section(ModelConfig, "model", args.params)
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
         check_scratch_config(model_cfg.scratch_config)

@@ -150,6 +150,13 @@ def no_finetune_datasets(tmp):
     return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
 
 
+def ner_section_not_a_mapping(tmp):
+    (tmp / "stages").mkdir()
+    (tmp / "src" / "minisci").mkdir(parents=True)
+    params_with(tmp, finetune_ner=5)
+    return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+
 def finetune_seeds(seeds):
     def build(tmp):
         (tmp / "stages").mkdir()
@@ -232,6 +239,11 @@ CASES = [
         "fine-tuning seeds (one run or more on each of the 3 pretraining seeds), got 2",
     ),
     ("fine-tuning seeds not a list", finetune_seeds(13), "params finetune_ner.seeds: expected a list, got 13"),
+    (
+        "a fine-tuning section that is not a mapping: its own check, before the dataset lists are read",
+        ner_section_not_a_mapping,
+        "params section 'finetune_ner' must be a mapping, got int",
+    ),
     (
         "no dataset for either task: refused before any stage runs, not by export_metrics at the end",
         no_finetune_datasets,
