@@ -17,10 +17,12 @@ It reads, in both projects:
 3. ``plots/**/curves/*.tsv`` (the training curves): the same, value by value, with the relative
    difference, since a loss and a learning rate differ in scale.
 
-Run it when the other run has finished or stopped: a stage that has not run there still has the
-files its checkout came with (the git-tracked metrics and curves), which compare equal, and its
-models are "not there". Exit 0 whatever the comparison finds (it is a report); 1 when a project has
-no ``dvc.lock``.
+It can run while the other run is under way or after it stopped early: a stage with an output not
+there, or with one its own ``dvc.lock`` does not record, has not run there (or not finished), and
+the files its checkout came with (the git-tracked metrics and curves) are marked "not run there" and
+left out of the numbers instead of comparing equal. A stage whose every output is git-tracked
+cannot be told apart that way (none in the default pipeline but ``code_fingerprint``, which always
+runs). Exit 0 whatever the comparison finds (it is a report); 1 when a project has no ``dvc.lock``.
 """
 
 from __future__ import annotations
@@ -131,20 +133,41 @@ def disk_hash(path: Path) -> str | None:
     return obj.hash_info.value
 
 
+NOT_RUN = "not run there"
+
+
 def compare_outputs(mine: dict, other_root: Path, other: dict) -> list[tuple[str, str, str, str]]:
     """(stage, output, bytes, recorded) for every output of this run's lock: whether the other
     project's copy on disk has the hash this lock records, and whether its own lock records what is
-    on its disk (no: the stage is still running there, or has not run and left older files)."""
+    on its disk. A stage with an output not there, or not recorded (no: still running there, or not
+    run and left older files), has not run there: its outputs that are there are its checkout's
+    files, ``NOT_RUN`` instead of a comparison."""
     rows = []
     for stage, outs in mine.items():
+        found = {path: disk_hash(other_root / path) for path in outs}
+        recorded = {path: other.get(stage, {}).get(path) == there for path, there in found.items()}
+        ran = all(there is not None for there in found.values()) and all(recorded.values())
         for path, digest in outs.items():
-            there = disk_hash(other_root / path)
+            there = found[path]
             if there is None:
-                rows.append((stage, path, "not there", ""))
-                continue
-            recorded = "yes" if other.get(stage, {}).get(path) == there else "no"
-            rows.append((stage, path, "same" if there == digest else "differ", recorded))
+                verdict = "not there"
+            elif not ran:
+                verdict = NOT_RUN
+            else:
+                verdict = "same" if there == digest else "differ"
+            rows.append((stage, path, verdict, "" if there is None else "yes" if recorded[path] else "no"))
     return rows
+
+
+def not_run(outputs: list[tuple[str, str, str, str]]) -> list[str]:
+    """The output paths of the stages that have not run there (see :func:`compare_outputs`)."""
+    stages = {stage for stage, _, verdict, _ in outputs if verdict in ("not there", NOT_RUN)}
+    return [path for stage, path, _, _ in outputs if stage in stages]
+
+
+def under(name: str, paths: list[str]) -> bool:
+    """Whether the relative path ``name`` is one of ``paths`` or inside one of them."""
+    return any(name == p or name.startswith(p.rstrip("/") + "/") for p in paths)
 
 
 def files(root: Path, pattern: str) -> dict[str, Path]:
@@ -172,8 +195,11 @@ def report(root: Path, other: Path) -> str:
     ]
     outputs = compare_outputs(lock_outputs(root), other, lock_outputs(other))
     lines += [f"| {stage} | {path} | {verdict} | {recorded} |" for stage, path, verdict, recorded in outputs]
-    counts = {v: sum(1 for _, _, verdict, _ in outputs if verdict == v) for v in ("same", "differ", "not there")}
+    counts = {
+        v: sum(1 for _, _, verdict, _ in outputs if verdict == v) for v in ("same", "differ", "not there", NOT_RUN)
+    }
     lines += ["", ", ".join(f"{n} {v}" for v, n in counts.items()), ""]
+    skipped = not_run(outputs)
     for title, pattern, read, relative in (
         (
             "Metrics (every number but the machine's timings)",
@@ -192,7 +218,7 @@ def report(root: Path, other: Path) -> str:
         ]
         missing = 0
         for name, path in mine.items():
-            if name not in theirs:
+            if name not in theirs or under(name, skipped):  # not written there, or its checkout's copy
                 missing += 1
                 continue
             c = compare_numbers(read(path), read(theirs[name]), relative)
@@ -201,7 +227,13 @@ def report(root: Path, other: Path) -> str:
             lines.append(
                 f"| {name} | {c['numbers']} | {c['equal']} | {_fmt(c['largest'])} | {c['where']} | {_fmt(c['mine'])} | {_fmt(c['other'])} | {c['unmatched']} |"
             )
-        lines += ["", f"{missing} files not written there yet." if missing else "Every file is there too.", ""]
+        lines += [
+            "",
+            f"{missing} files not written there yet, or left out as their stage has not run there."
+            if missing
+            else "Every file is there too.",
+            "",
+        ]
     return "\n".join(lines)
 
 

@@ -66,7 +66,7 @@ def test_a_run_elsewhere_is_compared_by_bytes_then_by_number(compare_runs, tmp_p
     out = capsys.readouterr().out
     assert "| train | models/m | same | yes |" in out  # the same weights: the same DVC hash
     assert "| train | metrics/train.json | differ | yes |" in out
-    assert "2 same, 1 differ, 0 not there" not in out and "1 same, 2 differ, 0 not there" in out
+    assert "1 same, 2 differ, 0 not there, 0 not run there" in out
     # the timings and the environment are the machine's, not the result's: not compared
     assert "| metrics/train.json | 3 | 2 | 0.0012 | per_seed[1] | 0.86 | 0.8612 | 1 |" in out  # "new": there only
     row = re.search(r"\| plots/train/curves/loss\.tsv \| 4 \| 3 \| ([\d.e-]+) \| 1\.loss \| .* \| 0 \|$", out, re.M)
@@ -83,8 +83,38 @@ def test_what_the_other_run_has_not_written_is_not_a_difference(compare_runs, tm
     compare_runs.main([str(other), "--root", str(mine)])
     out = capsys.readouterr().out
     assert "| train | models/m | not there |  |" in out
-    assert "| train | plots/train/curves | differ | no |" in out  # on its disk, not in its lock: not recorded
-    assert "1 files not written there yet." in out
+    # the stage has not run there: what is on its disk is its checkout's, not a result to compare
+    assert "| train | metrics/train.json | not run there | yes |" in out
+    assert "| train | plots/train/curves | not run there | no |" in out  # on its disk, not in its lock
+    assert "0 same, 0 differ, 1 not there, 2 not run there" in out
+    assert "\n| metrics/train.json |" not in out  # the checkout's copy would compare equal: left out
+    assert out.count("1 files not written there yet, or left out") == 2  # the metrics file, then the curve
+
+
+def test_a_stage_not_run_there_is_not_counted_as_reproduced(compare_runs, tmp_path, capsys):
+    """A run stopped part way: the finished stage is compared; the next one's checkout copies (equal by
+    construction: the same git-tracked files) are neither "same" nor numbers that agree."""
+    mine = project(tmp_path / "a", {"f1": 0.85}, "step\tloss\n1\t2.0\n", b"weights")
+    other = project(tmp_path / "b", {"f1": 0.85}, "step\tloss\n1\t2.0\n", b"weights")
+    for root in (mine, other):
+        (root / "metrics" / "next.json").write_text(json.dumps({"f1": 0.9}))
+        (root / "models" / "next").mkdir()
+        (root / "models" / "next" / "model.safetensors").write_bytes(b"next weights")
+    shutil.rmtree(other / "models" / "next")  # still training there
+    for root in (mine, other):
+        write_lock(compare_runs, root, root)
+        lock = yaml.safe_load((root / "dvc.lock").read_text())
+        outs = [{"path": p, "md5": compare_runs.disk_hash(mine / p)} for p in ("metrics/next.json", "models/next")]
+        lock["stages"]["next"] = {"cmd": "python next.py", "outs": outs}
+        (root / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    compare_runs.main([str(other), "--root", str(mine)])
+    out = capsys.readouterr().out
+    assert "| train | models/m | same | yes |" in out and "| train | metrics/train.json | same | yes |" in out
+    assert "| next | metrics/next.json | not run there | yes |" in out
+    assert "| next | models/next | not there |  |" in out
+    assert "3 same, 0 differ, 1 not there, 1 not run there" in out
+    assert "\n| metrics/train.json | 1 | 1 | 0 |" in out and "\n| metrics/next.json |" not in out
+    assert "1 files not written there yet, or left out" in out
 
 
 def test_a_project_without_dvc_lock_is_one_line(compare_runs, tmp_path, capsys):
