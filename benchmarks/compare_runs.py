@@ -31,7 +31,7 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import yaml
 
@@ -167,7 +167,7 @@ def not_run(outputs: list[tuple[str, str, str, str]]) -> list[str]:
 
 def under(name: str, paths: list[str]) -> bool:
     """Whether the relative path ``name`` is one of ``paths`` or inside one of them."""
-    return any(name == p or name.startswith(p.rstrip("/") + "/") for p in paths)
+    return any(PurePosixPath(name).is_relative_to(p) for p in paths)
 
 
 def files(root: Path, pattern: str) -> dict[str, Path]:
