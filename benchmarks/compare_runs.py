@@ -20,9 +20,10 @@ It reads, in both projects:
 It can run while the other run is under way or after it stopped early: a stage with an output not
 there, or with one its own ``dvc.lock`` does not record, has not run there (or not finished), and
 the files its checkout came with (the git-tracked metrics and curves) are marked "not run there" and
-left out of the numbers instead of comparing equal. A stage whose every output is git-tracked
-cannot be told apart that way (none in the default pipeline but ``code_fingerprint``, which always
-runs). Exit 0 whatever the comparison finds (it is a report); 1 when a project has no ``dvc.lock``.
+left out of the numbers instead of comparing equal; so are the files no stage writes (a study's
+table, ``metrics/studies.json``: git-tracked, the same in both checkouts). A stage whose every output
+is git-tracked cannot be told apart that way (none in the default pipeline but ``code_fingerprint``,
+which always runs). Exit 0 whatever the comparison finds (it is a report); 1 when a project has no ``dvc.lock``.
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ def report(root: Path, other: Path) -> str:
     }
     lines += ["", ", ".join(f"{n} {v}" for v, n in counts.items()), ""]
     skipped = not_run(outputs)
+    produced = [path for _, path, _, _ in outputs]
     for title, pattern, read, relative in (
         (
             "Metrics (every number but the machine's timings)",
@@ -216,8 +218,11 @@ def report(root: Path, other: Path) -> str:
             "| file | numbers | equal | largest difference | where | here | there | on one side only |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        missing = 0
+        missing, unstaged = 0, []
         for name, path in mine.items():
+            if not under(name, produced):  # written by no stage (a study table): the same in both checkouts
+                unstaged.append(name)
+                continue
             if name not in theirs or under(name, skipped):  # not written there, or its checkout's copy
                 missing += 1
                 continue
@@ -234,6 +239,8 @@ def report(root: Path, other: Path) -> str:
             else "Every file is there too.",
             "",
         ]
+        if unstaged:
+            lines += [f"Left out as no stage of this dvc.lock writes them: {', '.join(unstaged)}.", ""]
     return "\n".join(lines)
 
 

@@ -117,6 +117,22 @@ def test_a_stage_not_run_there_is_not_counted_as_reproduced(compare_runs, tmp_pa
     assert "1 files not written there yet, or left out" in out
 
 
+def test_a_file_no_stage_writes_is_not_counted_as_reproduced(compare_runs, tmp_path, capsys):
+    """A study's table (metrics/studies.json) is git-tracked and written by no stage: both checkouts
+    hold the same copy, so comparing it would report agreement that no run produced."""
+    mine = project(tmp_path / "a", {"f1": 0.85}, "step\tloss\n1\t2.0\n", b"weights")
+    other = project(tmp_path / "b", {"f1": 0.86}, "step\tloss\n1\t2.0\n", b"weights")
+    for root in (mine, other):
+        (root / "metrics" / "studies.json").write_text(json.dumps({"lr": {"f1": 0.9}}))
+        write_lock(compare_runs, root, root)
+    compare_runs.main([str(other), "--root", str(mine)])
+    out = capsys.readouterr().out
+    assert "\n| metrics/train.json | 1 | 0 | 0.01 |" in out  # the stage's metrics are compared
+    assert "\n| metrics/studies.json |" not in out
+    assert "Left out as no stage of this dvc.lock writes them: metrics/studies.json." in out
+    assert "Every file is there too." in out  # not counted as missing there either
+
+
 def test_a_project_without_dvc_lock_is_one_line(compare_runs, tmp_path, capsys):
     from minisci.stage import run_command
 
