@@ -107,7 +107,8 @@ def training_arguments(
     :func:`live_callback`; transformers' own DVCLive integration would rewrite the root dvc.yaml), seeded
     data order, checkpointing only when asked, length-grouped batches. ``args_cls`` builds a
     subclass instead (sentence-transformers' training arguments); ``extra`` sets its own fields or
-    overrides these."""
+    overrides these. The optimizer is transformers' default, torch's fused AdamW
+    (``tests/pretrain/test_trainer.py`` fails if an upgrade moves it)."""
     from transformers import TrainingArguments
 
     quiet_load_reports()

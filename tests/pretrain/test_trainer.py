@@ -172,3 +172,17 @@ def test_training_arguments_extra_fields_override_the_defaults(tmp_path):
     assert (
         training_arguments(tmp_path, **common, include_num_input_tokens_seen="no").include_num_input_tokens_seen == "no"
     )
+
+
+def test_fine_tuning_steps_with_torch_fused_adamw(tmp_path):
+    """The fine-tuning stages take transformers' default optimizer, torch's fused AdamW, whose last bits
+    differ from the unfused one's. A transformers upgrade that moved the default would change every
+    fine-tuned model's bytes; this says so first."""
+    from transformers import Trainer
+
+    args = training_arguments(tmp_path, seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.01, precision="fp32")
+    cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args)
+    assert (cls, kwargs) == (
+        torch.optim.AdamW,
+        {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "fused": True},
+    )
