@@ -879,9 +879,15 @@ def stage_start(root: Path, stage: str = "finetune_ner") -> dict:
 
 
 def paper_cpu_log(root: Path) -> Path | None:
-    """The newest log of benchmarks/paper_cpu_stages.py under ``root``, if any (by its dated name)."""
-    logs = sorted((root / "benchmarks/runs").glob("*-paper_cpu_stages.json"))
-    return logs[-1] if logs else None
+    """The newest log of benchmarks/paper_cpu_stages.py under ``root``, if any: the latest date its name
+    starts with, and of that date's logs (several machines timed the same day) the slowest in total, so
+    the estimate does not rest on the fastest CPU that happened to be timed last."""
+    logs = list((root / "benchmarks/runs").glob("*-paper_cpu_stages.json"))
+    if not logs:
+        return None
+    latest = max(p.name[:10] for p in logs)
+    same_day = sorted(p for p in logs if p.name[:10] == latest)
+    return max(same_day, key=lambda p: sum(json.loads(p.read_text())["seconds"].values()))
 
 
 def estimate(
@@ -901,7 +907,7 @@ def estimate(
     each stage process's interpreter start-up (``started``: :func:`stage_start`; a seed
     worker starts beside its stage's first seed, so it is not counted); the CPU-side stages before
     pretraining as timed with the profile's params on a CPU
-    (benchmarks/paper_cpu_stages.py's newest log; without one, the committed default run's scaled by
+    (benchmarks/paper_cpu_stages.py's newest log, see :func:`paper_cpu_log`; without one, the committed default run's scaled by
     size). Seeds run ``seed_processes``
     at a time, each at the warm rate: three NER seeds at once on an H100 each ran as fast as one alone
     (benchmarks/gpu_profile.py, 2026-11-26); the check itself runs one seed at a time.
@@ -1126,7 +1132,7 @@ def environment(device: str) -> dict:
     import torch
     import transformers
 
-    from minisci.training import cpu_info
+    from minisci.training import cpu_info, run_environment
 
     return {
         "python": platform.python_version(),
@@ -1135,6 +1141,8 @@ def environment(device: str) -> dict:
         "transformers": transformers.__version__,
         "device": torch.cuda.get_device_name(0) if device == "cuda" else cpu_info()[0] or platform.machine(),
         "cpu_threads": torch.get_num_threads(),
+        # the node's CPU, to set beside the machine of the CPU-side stages' log (paper_cpu_log)
+        **{k: run_environment("fp32")[k] for k in ("cpu", "cpu_flags")},
     }
 
 

@@ -190,7 +190,8 @@ def test_estimate_takes_dev_scoring_apart_by_each_datasets_dev_and_test(gc):
 
 def test_estimate_takes_the_paper_cpu_stages_from_their_newest_log(gc, tmp_path):
     """With benchmarks/paper_cpu_stages.py logs in the tree, the CPU-side stages are the newest log's
-    times (pretrain_data included), not the committed default run's scaled."""
+    times (pretrain_data included), not the committed default run's scaled; of several logs of the
+    newest day, the slowest machine's."""
     for rel in ("params.yaml", "src/minisci/profiles/paper.yaml"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / rel, tmp_path / rel)
@@ -209,6 +210,13 @@ def test_estimate_takes_the_paper_cpu_stages_from_their_newest_log(gc, tmp_path)
         f"make_pairs (CPU, paper params, {name})": 20.0,
         f"pretrain_data (CPU, paper params, {name})": 160.0,
     }
+    # two machines timed on the newest day: the slower one's times, whatever their names' order
+    for cpu, s in (("a-fast", 0.5), ("z-faster", 0.25)):
+        times = {"sample_corpus": 90 * s, "make_pairs": 10 * s, "pretrain_data": 80 * s}
+        (runs / f"2026-02-01-{cpu}-paper_cpu_stages.json").write_text(json.dumps({"seconds": times}))
+    assert gc.paper_cpu_log(tmp_path).name == name
+    (runs / name).unlink()
+    assert gc.paper_cpu_log(tmp_path).name == "2026-02-01-a-fast-paper_cpu_stages.json"
 
 
 @pytest.mark.parametrize(
