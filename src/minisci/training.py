@@ -107,8 +107,8 @@ def training_arguments(
     :func:`live_callback`; transformers' own DVCLive integration would rewrite the root dvc.yaml), seeded
     data order, checkpointing only when asked, length-grouped batches. ``args_cls`` builds a
     subclass instead (sentence-transformers' training arguments); ``extra`` sets its own fields or
-    overrides these. The optimizer is transformers' default, torch's fused AdamW
-    (``tests/pretrain/test_trainer.py`` fails if an upgrade moves it)."""
+    overrides these. The optimizer is torch's fused AdamW, with a linear schedule and gradients clipped
+    to norm 1 (the pretraining trainer builds its own optimizer and schedule, and clips the same way)."""
     from transformers import TrainingArguments
 
     quiet_load_reports()
@@ -139,6 +139,13 @@ def training_arguments(
         ddp_find_unused_parameters=False,
         remove_unused_columns=False,
         disable_tqdm=not sys.stderr.isatty(),  # progress bars on a terminal; CI and log files stay quiet
+        # the optimizer and its clipping and schedule, which transformers releases have changed by default
+        optim="adamw_torch_fused",
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-8,
+        max_grad_norm=1.0,
+        lr_scheduler_type="linear",
         **precision_flags(precision),
     )
     return (args_cls or TrainingArguments)(**{**settings, **extra})

@@ -377,3 +377,20 @@ def test_a_wrong_field_in_the_last_corpus_fails_before_the_first_is_read(tmp_pat
         run_sample_corpus(tmp_path / "o", fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=4), corpora)
     with pytest.raises(DataFormatError, match=wrong):
         next(_pool_records(corpora, tmp_path, "read"))
+
+
+def test_a_corpus_with_no_documents_is_an_error_naming_its_file(tmp_path, fixture_prepared):
+    """An empty file is named as such, not reported later as a pool too small for its share."""
+    rows = [{"text": f"Stars form in clouds. Clouds collapse {i}."} for i in range(10)]
+    corpora = two_corpora(tmp_path, rows, [])
+    with pytest.raises(DataFormatError, match=r"b.jsonl: holds no documents \(corpora.b\)"):
+        run_sample_corpus(tmp_path / "o", fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=4), corpora)
+    assert not (tmp_path / "o/documents.jsonl").exists()
+    # a corpus whose filter drops every document still reads as a pool too small, saying so
+    german = [{"text": f"Sterne entstehen in Wolken {i}. Die Wolken fallen zusammen.", "lang": "de"} for i in range(10)]
+    corpora = two_corpora(tmp_path, rows, german, filter={"lang": "en"})
+    corpora["a"] = dataclasses.replace(corpora["a"], filter={})
+    with pytest.raises(
+        ConfigError, match=r"need 2 b documents but the pool has only 0: of 10 read, its filter dropped 10"
+    ):
+        run_sample_corpus(tmp_path / "p", fixture_prepared, FIXTURE_DATASETS, cfg(n_docs=4), corpora)

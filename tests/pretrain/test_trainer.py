@@ -175,9 +175,9 @@ def test_training_arguments_extra_fields_override_the_defaults(tmp_path):
 
 
 def test_fine_tuning_steps_with_torch_fused_adamw(tmp_path):
-    """The fine-tuning stages take transformers' default optimizer, torch's fused AdamW, whose last bits
-    differ from the unfused one's. A transformers upgrade that moved the default would change every
-    fine-tuned model's bytes; this says so first."""
+    """The fine-tuning stages step torch's fused AdamW (whose last bits differ from the unfused one's) with
+    its betas and epsilon, clipping and a linear schedule set explicitly, not taken from transformers'
+    defaults, which releases move; an extra argument still overrides them."""
     from transformers import Trainer
 
     args = training_arguments(tmp_path, seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.01, precision="fp32")
@@ -186,3 +186,16 @@ def test_fine_tuning_steps_with_torch_fused_adamw(tmp_path):
         torch.optim.AdamW,
         {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "fused": True},
     )
+    assert (args.max_grad_norm, args.lr_scheduler_type) == (1.0, "linear")
+    other = training_arguments(
+        tmp_path, seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.01, precision="fp32", optim="adamw_torch"
+    )
+    assert Trainer.get_optimizer_cls_and_kwargs(other)[1].get("fused") is None
+    # set, not defaulted: what the arguments class receives names each of them
+    settings = training_arguments(
+        tmp_path, seed=1, batch_size=2, learning_rate=1e-3, weight_decay=0.01, precision="fp32", args_cls=dict
+    )
+    assert {k: settings[k] for k in ("optim", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm")} == {
+        "optim": "adamw_torch_fused", "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0
+    }  # fmt: skip
+    assert settings["lr_scheduler_type"] == "linear"

@@ -333,6 +333,12 @@ def scan_corpora(
                     arr.append(v)
             progress.update(len(scan.rank) - before, tally.done)
         progress.close()
+        if len(scan.rank) == before and not scan.filtered[name]:
+            raise DataFormatError(
+                root / cfg.location,
+                None,
+                f"holds no documents (corpora.{name}): fill it, or take the entry out of the catalogue",
+            )
         if cfg.title_field is not None and len(scan.rank) > before and not titled:
             raise DataFormatError(
                 root / cfg.location,
