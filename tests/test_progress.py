@@ -123,3 +123,12 @@ def test_log_is_quiet_between_intervals_and_terminal_redraws_in_place():
     p = Progress("scan x", total=10, unit="rows", stream=tty)
     p.close()
     assert tty.getvalue().startswith("\r\033[K") and tty.getvalue().endswith("\n")
+
+
+def test_an_empty_file_reads_as_its_size_not_one_byte():
+    out = io.StringIO()
+    p = Progress("scan x", total=0, unit="bytes", stream=out, log_interval=0.0)
+    p.update(0, 0)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and all("100% of 0 bytes" in line and "ETA 0:00" in line for line in lines)

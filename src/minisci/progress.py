@@ -95,7 +95,7 @@ class Progress:
     (bytes, rows or files; the ETA assumes the rest reads at the same pace)."""
 
     def __init__(self, label: str, total: int, unit: str, stream=None, log_interval: float = 30.0):
-        self.label, self.total, self.unit = label, max(total, 1), unit
+        self.label, self.total, self.unit = label, total, unit
         self.stream = stream or sys.stdout
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.interval = 1.0 if self.tty else log_interval
@@ -104,7 +104,7 @@ class Progress:
 
     def line(self) -> str:
         elapsed = max(time.perf_counter() - self.start, 1e-9)
-        frac = min(self.done / self.total, 1.0)
+        frac = min(self.done / self.total, 1.0) if self.total else 1.0  # an empty file is read whole at once
         eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
         eta_text = duration(eta) if eta == eta else "?"
         return (
