@@ -57,10 +57,27 @@ SECTIONS = {
 
 def check_sections(path: str) -> None:
     """Each stage's params section as its stage will read it (keys, types, ranges), so that a bad value
-    (``pretrain.mlm_probability: 1.5``, a typo in a key) fails here, not after the stages before its own."""
+    (``pretrain.mlm_probability: 1.5``, a typo in a key) fails here, not after the stages before its own;
+    and no section that no stage reads (``dvc exp run -S +finetune_nre.epochs=3`` would otherwise run
+    the default experiment under a name that says otherwise)."""
+    known = [*SECTIONS, "model", "pretrain", *(kind.stage for kind in registry.KINDS.values())]
+    unknown = sorted(set(load_params(path)) - set(known) - {"datasets", "corpora"})  # catalogues: their own error
+    if unknown:
+        raise ConfigError(f"{path}: unknown params section {unknown[0]!r}: no stage reads it; the sections: {known}")
     for section, cls in SECTIONS.items():
         load_section(cls, section, path)
     load_pretrain(path)
+
+
+def check_tapt_datasets(path: str, catalogue: str) -> None:
+    """``sample_corpus.tapt_datasets`` names catalogue entries: checked here, not after ``prepare_data``."""
+    names = load_section(SampleCorpusConfig, "sample_corpus", path).tapt_datasets
+    declared = config.load_catalog(catalogue)
+    if unknown := sorted(set(names) - set(declared)):
+        raise ConfigError(
+            f"params sample_corpus.tapt_datasets: {unknown} are not in the datasets catalogue {catalogue}; "
+            f"declared: {sorted(declared)}"
+        )
 
 
 def check_seed_plan(path: str) -> None:
@@ -169,7 +186,7 @@ def check_tokenizer(model_cfg: ModelConfig) -> None:
     which = "model.tokenizer" if model_cfg.tokenizer else "model.base"
     if name == "scratch":
         return
-    folder = resolve_model_path(name)
+    folder = resolve_model_path(name, which)
     try:
         check_tokenizer_files(folder)
     except MinisciError as e:
@@ -236,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     check_sections(args.params)
     check_seed_plan(args.params)  # the fine-tuning sections' own checks (types, ranges) first
     check_finetune_datasets(args.params, args.catalogue)
+    check_tapt_datasets(args.params, args.catalogue)
     model_cfg = load_section(ModelConfig, "model", args.params)
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
         check_scratch_config(model_cfg.scratch_config)

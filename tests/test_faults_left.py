@@ -167,6 +167,23 @@ def finetune_seeds(seeds):
     return build
 
 
+def extra_section(tmp):
+    (tmp / "stages").mkdir()
+    (tmp / "src" / "minisci").mkdir(parents=True)
+    params_with(tmp, finetune_nre={"epochs": 3})  # what dvc exp run -S +finetune_nre.epochs=3 writes
+    return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+
+def pretrain_seeds(seeds):
+    def build(tmp):
+        (tmp / "stages").mkdir()
+        (tmp / "src" / "minisci").mkdir(parents=True)
+        params_with(tmp, pretrain={**PARAMS["pretrain"], "seeds": seeds})
+        return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+    return build
+
+
 CUSTOM = {"model_type": "mystery", "auto_map": {"AutoConfig": "configuration_mystery.MysteryConfig"}}
 BERT = {"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1}
 
@@ -260,6 +277,56 @@ CASES = [
         "a pretraining value out of range, met before any stage runs",
         section_value("pretrain", "mlm_probability", 1.5),
         "params section 'pretrain': mlm_probability must be in (0, 1)",
+    ),
+    (
+        "a negative weight decay (AdamW checks only its default, not a parameter group's)",
+        section_value("finetune_ner", "weight_decay", -1.0),
+        "params section 'finetune_ner': weight_decay must be >= 0 (0 = off), got -1.0",
+    ),
+    (
+        "a negative pretraining weight decay",
+        section_value("pretrain", "weight_decay", -0.01),
+        "params section 'pretrain': weight_decay must be >= 0 (0 = off), got -0.01",
+    ),
+    (
+        "a negative fine-tuning seed: refused here, not by transformers' set_seed in the stage",
+        finetune_seeds([13, -14, 15]),
+        "params section 'finetune_ner': seeds must be in [0, 2**32 - 1] (numpy's and torch's seed range), got -14",
+    ),
+    (
+        "a pretraining seed out of numpy's range",
+        pretrain_seeds([13, 14, 2**32]),
+        "params section 'pretrain': seeds must be in [0, 2**32 - 1] (numpy's and torch's seed range), got 4294967296",
+    ),
+    (
+        "a negative report seed: refused here, not blamed on a metrics file by export_metrics",
+        section_value("export_metrics", "seed", -1),
+        "params section 'export_metrics': seed must be in [0, 2**32 - 1] (numpy's and torch's seed range), got -1",
+    ),
+    (
+        "a corpus seed out of range",
+        section_value("sample_corpus", "seed", -3),
+        "params section 'sample_corpus': seed must be in [0, 2**32 - 1] (numpy's and torch's seed range), got -3",
+    ),
+    (
+        "a section no stage reads (a typo DVC's +key syntax lets in)",
+        extra_section,
+        "params.yaml: unknown params section 'finetune_nre': no stage reads it; the sections: ['fetch_data', "
+        "'sample_corpus', 'make_pairs', 'finetune_embeddings', 'export_metrics', 'model', 'pretrain', "
+        "'finetune_ner', 'finetune_classification']",
+    ),
+    (
+        "a task-adaptive dataset not in the catalogue: refused before prepare_data, not by sample_corpus",
+        section_value("sample_corpus", "tapt_datasets", ["nope"]),
+        "params sample_corpus.tapt_datasets: ['nope'] are not in the datasets catalogue data/datasets.yaml; "
+        f"declared: {sorted(DATASETS)}",
+    ),
+    (
+        "a tokenizer that cannot be found is named as model.tokenizer, not model.base",
+        section_value("model", "tokenizer", "no-such-tokenizer-dir"),
+        "cannot resolve model 'no-such-tokenizer-dir' offline: it is not an installed package (package:NAME), not a "
+        "local directory, and not in the local Hugging Face cache. Put a copy in a directory and set model.tokenizer "
+        "to its path.",
     ),
     (
         "a key misspelt in the embeddings section",

@@ -43,8 +43,9 @@ def repo_path(name: str) -> Path:
     return path if path.is_absolute() else Path(os.environ.get("DVC_ROOT", ".")) / path
 
 
-def resolve_model_path(name: str) -> Path:
-    """A local directory holding the model ``name``; raises ModelResolutionError offline."""
+def resolve_model_path(name: str, key: str = "model.base") -> Path:
+    """A local directory holding the model ``name``; raises ModelResolutionError offline, naming the
+    params ``key`` that gave the name."""
     if name.startswith("package:"):
         pkg = name.split(":", 1)[1].replace("-", "_")
         spec = importlib.util.find_spec(pkg)
@@ -67,7 +68,7 @@ def resolve_model_path(name: str) -> Path:
         raise ModelResolutionError(
             f"cannot resolve model {name!r} offline: it is not an installed package (package:NAME), "
             "not a local directory, and not in the local Hugging Face cache. Put a copy in a directory "
-            "and set model.base to its path."
+            f"and set {key} to its path."
         ) from None
 
 
@@ -154,7 +155,7 @@ def load_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
     name = cfg.tokenizer or cfg.base
-    folder = resolve_model_path(name)
+    folder = resolve_model_path(name, "model.tokenizer" if cfg.tokenizer else "model.base")
     check_tokenizer_files(folder)
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
