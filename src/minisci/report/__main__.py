@@ -17,9 +17,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from minisci.config import SEED_RANGE
 from minisci.report.exp_show import read_show
 from minisci.report.experiments import DEFAULT_METRICS, write_log
 from minisci.report.studies import DEFAULT_SPEC, load_spec, queue, report
+
+SUMMARY = "metrics/summary.json"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("command", nargs="?", choices=("write", "queue"), default="write", help="write (default) or queue")
     p.add_argument("--spec", help=f"studies spec (default: the packaged {DEFAULT_SPEC})")
     p.add_argument("--json", help="saved output of dvc exp show --json --all-commits (default: run it)")
-    p.add_argument("--only", nargs="*", default=[], help="queue: experiment or study names (default: all)")
+    p.add_argument("--only", nargs="+", default=[], help="queue: experiment or study names (default: all)")
     p.add_argument("--dry-run", action="store_true", help="queue: print the commands only")
     p.add_argument("--experiments", default="metrics/experiments.md", help="the experiment log to write")
     p.add_argument("--studies", default="metrics/studies.md", help="the studies to write (.json beside it)")
@@ -37,7 +40,10 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(DEFAULT_METRICS),
         help="comma-separated substrings; metric keys containing any of them become log columns",
     )
-    p.add_argument("--metrics-file", default="metrics/summary.json", help="the metrics file whose keys are logged")
+    p.add_argument(
+        "--metrics-file",
+        help=f"the metrics file whose keys are logged (default {SUMMARY}, where export_metrics has written it)",
+    )
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=13, help="bootstrap seed")
     p.add_argument(
@@ -47,6 +53,12 @@ def main(argv: list[str] | None = None) -> None:
         "experiments not here are kept and marked carried)",
     )
     args = p.parse_args(argv)
+    if args.resamples < 100:
+        p.error(f"--resamples must be >= 100, got {args.resamples}")
+    if not SEED_RANGE[0] <= args.seed <= SEED_RANGE[1]:
+        p.error(f"--seed must be in [0, 2**32 - 1], got {args.seed}")
+    if args.metrics_file is not None and not Path(args.metrics_file).is_file():  # before any file is written
+        p.error(f"--metrics-file {args.metrics_file}: no such file")
     spec, show = load_spec(args.spec), read_show(args.json)
     if args.command == "queue":
         queue(spec, args.only, args.dry_run, show)
@@ -64,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         carry=not args.no_carry,
     )
     patterns = tuple(s.strip() for s in args.metrics.split(",") if s.strip())
-    write_log(show, Path(args.experiments), spec, patterns, args.metrics_file, not args.no_carry)
+    write_log(show, Path(args.experiments), spec, patterns, args.metrics_file or SUMMARY, not args.no_carry)
 
 
 if __name__ == "__main__":

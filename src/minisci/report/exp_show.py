@@ -75,6 +75,8 @@ def read_show(path: str | None) -> list[dict]:
         raise MinisciError(f"{path}: cannot read dvc exp show JSON: {e}") from None
     if not isinstance(show, list):
         raise MinisciError(f"{path}: expected the list that dvc exp show --json prints")
+    if not show:  # checked before anything is written: the log needs at least the workspace's row
+        raise MinisciError(f"{path}: no commits or experiments (dvc exp show --json lists the workspace at least)")
     for i, commit in enumerate(show):  # the shapes the readers rely on, checked once with a place
         _expect(path, f"[{i}]", commit, dict)
         _expect(path, f"[{i}].data", commit.get("data"), dict)

@@ -729,7 +729,8 @@ def _same_sides(study: Study, result: dict) -> bool:
 def carry_over(spec: Spec, results: dict[str, dict], previous: Path) -> dict[str, dict]:
     """Keep the done results of ``previous`` (the committed studies JSON) for the studies whose
     experiments this workspace does not have (a fresh clone has no experiment refs or cache), when they
-    compared the same sides; they are marked ``carried``. Everything else is as computed."""
+    compared the same sides; they are marked ``carried``, and titled as the spec titles them now.
+    Everything else is as computed."""
     if not previous.is_file():
         return results
     try:
@@ -743,7 +744,7 @@ def carry_over(spec: Spec, results: dict[str, dict], previous: Path) -> dict[str
         earlier = old.get(name) if isinstance(old, dict) else None
         if result["status"] == "not run" and isinstance(earlier, dict) and earlier.get("status") == "done":
             if _same_sides(spec.studies[name], earlier):
-                out[name] = earlier | {"carried": True}
+                out[name] = earlier | {"carried": True, "title": spec.studies[name].title}  # the spec's words
     return out
 
 
