@@ -272,6 +272,26 @@ def test_carry_over_of_an_unreadable_earlier_json_is_one_line_error(tmp_path):
     assert studies.carry_over(spec, {"welt_toy": not_run}, tmp_path / "none.json") == {"welt_toy": not_run}
 
 
+def test_a_carried_study_takes_the_title_the_spec_gives_it_now(tmp_path):
+    """A study's title is the spec's words, not a result: retitling it in the spec retitles the carried
+    result (its heading, table row and chart panel), whose numbers stay as they were."""
+    spec = studies.parse_spec(SPEC, "spec.yaml")
+    not_run = {"title": "WELT against CE, toy", "dataset": "toy", "status": "not run", "missing": {"welt": "not run"}}
+    side = {"experiment": "welt", "commit_of": True, "arm": "baseline", "label": "CE"}
+    done = {
+        "title": "an old title",
+        "dataset": "toy",
+        "status": "done",
+        "a": side,
+        "b": {**side, "commit_of": False, "label": "WELT"},
+        "difference": 0.5,
+    }
+    earlier = tmp_path / "studies.json"
+    earlier.write_text(json.dumps({"welt_toy": done}))
+    carried = studies.carry_over(spec, {"welt_toy": not_run}, earlier)["welt_toy"]
+    assert carried == {**done, "title": "WELT against CE, toy", "carried": True}
+
+
 def test_classification_study_scores_macro_f1_and_accuracy(monkeypatch):
     labels = ["background", "method", "result"]
     gold = ["background"] * 6 + ["method"] * 3 + ["result"]
