@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from minisci import config
 from minisci.config import (
+    CORPORA_FILE,
     DATASETS_FILE,
     ExportMetricsConfig,
     FetchDataConfig,
@@ -37,6 +39,7 @@ from minisci.config import (
     load_params,
     load_section,
 )
+from minisci.data.fetch import read_manifest
 from minisci.errors import ConfigError, MinisciError
 from minisci.fingerprint import model_content_hash, stage_fingerprint
 from minisci.io import write_json
@@ -97,6 +100,70 @@ def check_seed_plan(path: str) -> None:
             design.runs(section.seeds)
         except ConfigError as e:
             raise ConfigError(f"{path}: {kind.stage}.seeds: {e}") from None
+
+
+# The folders sample_corpus reads corpora from (its --corpus-dirs in dvc.yaml; a test keeps them equal),
+# and fetch_data's output folder with the manifest of what it copies there.
+CORPUS_DIRS = ("data/raw/corpus", "data/corpora")
+FETCHED, MANIFEST = "data/raw", "data/manifest.tsv"
+
+
+def check_catalogue_files(datasets: str, corpora: str) -> None:
+    """Each catalogue file holds its one mapping: an entry written at the top level, outside
+    ``datasets:`` or ``corpora:``, would otherwise be read by no stage, and say nothing."""
+    for path, key in ((datasets, "datasets"), (corpora, "corpora")):
+        if not Path(path).is_file():
+            continue  # the loaders say so where a stage needs the file
+        if extra := [k for k in load_params(path) if k != key]:
+            raise ConfigError(
+                f"{path}: top-level key {extra[0]!r} is not read: entries go under '{key}:' (indent it there)"
+            )
+
+
+def check_dataset_files(catalogue: str, manifest: str = MANIFEST, fetched: str = FETCHED) -> None:
+    """Where each catalogue entry's split files are, before DVC acts on any stage: inside its ``dir``
+    (the folder its ``prepare_data`` stage depends on, so DVC sees an edit), and, under fetch_data's
+    output folder, files fetch_data copies there: DVC replaces that folder whole at its next checkout,
+    deleting anything else in it. Published scores name the task's metric or ``f1.<label>``."""
+    copied = None
+    for name, entry in config.load_catalog(catalogue).items():
+        where = f"{catalogue}: datasets.{name}"
+        folder = os.path.normpath(entry.dir)
+        for split, file in entry.splits.items():
+            path = os.path.normpath(os.path.join(folder, file))
+            if Path(file).is_absolute() or not path.startswith(folder + os.sep):
+                raise ConfigError(
+                    f"{where}.splits.{split}: {file!r} is not inside dir {entry.dir!r}, the folder DVC watches "
+                    "for this dataset; give a file name inside it"
+                )
+            if Path(fetched) in Path(path).parents and Path(manifest).is_file():  # fetch_data says if it is not
+                if copied is None:
+                    copied = {os.path.normpath(os.path.join(fetched, e.path)) for e in read_manifest(manifest)}
+                if path not in copied:
+                    raise ConfigError(
+                        f"{where}: {path} is not a file fetch_data copies ({manifest}): {fetched} is fetch_data's "
+                        f"output, which DVC replaces whole, deleting what else is there; put your dataset in a "
+                        f"folder of its own (e.g. data/{name}) and 'dvc add' it"
+                    )
+        metric = registry.KINDS[entry.task].metric
+        names = set(entry.keep_types or entry.labels or ())
+        for key in entry.published or {}:
+            label = key.removeprefix("f1.") if key.startswith("f1.") else None
+            if key != metric and not label or names and label is not None and label not in names:
+                raise ConfigError(
+                    f"{where}.published: {key!r} names no score of this dataset: a {entry.task} dataset's report "
+                    f"shows {metric!r} and 'f1.<label>'" + (f" with a label of {sorted(names)}" if names else "")
+                )
+
+
+def check_corpora(corpora: str) -> None:
+    """The corpus catalogue as sample_corpus reads it (entries, fields, where each corpus lies), so a
+    typo fails here, not after DVC has removed sample_corpus's outputs to rerun it."""
+    if not Path(corpora).is_file():
+        return  # sample_corpus says so (it needs the file)
+    from minisci.data.corpus import check_tracked  # nltk: imported only here, where it is needed
+
+    check_tracked(config.load_corpora(corpora), list(CORPUS_DIRS), FETCHED, MANIFEST, corpora)
 
 
 def check_precision(path: str, model_cfg: ModelConfig) -> None:
@@ -254,6 +321,9 @@ def main(argv: list[str] | None = None) -> None:
     check_seed_plan(args.params)  # the fine-tuning sections' own checks (types, ranges) first
     check_finetune_datasets(args.params, args.catalogue)
     check_tapt_datasets(args.params, args.catalogue)
+    check_catalogue_files(args.catalogue, CORPORA_FILE)
+    check_dataset_files(args.catalogue)
+    check_corpora(CORPORA_FILE)
     model_cfg = load_section(ModelConfig, "model", args.params)
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
         check_scratch_config(model_cfg.scratch_config)

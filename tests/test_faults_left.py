@@ -184,6 +184,28 @@ def pretrain_seeds(seeds):
     return build
 
 
+def catalogue_entry(name: str, entry: dict, corpora: str | None = None, datasets_text: str | None = None):
+    """code_fingerprint with the real catalogue plus ``entry``, the real manifest, and ``corpora`` as
+    data/corpora.yaml (or ``datasets_text`` as data/datasets.yaml) where given."""
+
+    def build(tmp):
+        (tmp / "stages").mkdir()
+        (tmp / "src" / "minisci").mkdir(parents=True)
+        params_with(tmp, {**DATASETS, name: entry})
+        shutil.copy(REPO / "data/manifest.tsv", tmp / "data/manifest.tsv")
+        if corpora is not None:
+            (tmp / "data/corpora.yaml").write_text(corpora)
+        if datasets_text is not None:
+            (tmp / "data/datasets.yaml").write_text(datasets_text)
+        return lambda: run_stage(stage("code_fingerprint"), ["--stages", "stages", "--out", "fp"])
+
+    return build
+
+
+MY_NER = {**NER_ENTRY, "dir": "data/my_ner", "labels": ["Galaxy", "Star"]}
+CATALOGUE_TEXT = yaml.safe_dump({"datasets": DATASETS}, sort_keys=False)
+GENERAL = "  general: {path: data/raw/corpus/general.jsonl, format: jsonl, text_field: text, weight: 1}\n"
+
 CUSTOM = {"model_type": "mystery", "auto_map": {"AutoConfig": "configuration_mystery.MysteryConfig"}}
 BERT = {"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1}
 
@@ -327,6 +349,60 @@ CASES = [
         "cannot resolve model 'no-such-tokenizer-dir' offline: it is not an installed package (package:NAME), not a "
         "local directory, and not in the local Hugging Face cache. Put a copy in a directory and set model.tokenizer "
         "to its path.",
+    ),
+    (
+        "a dataset put in fetch_data's folder, which DVC's next checkout would delete",
+        catalogue_entry("mine", {**NER_ENTRY, "dir": "data/raw/ner/mine"}),
+        "data/datasets.yaml: datasets.mine: data/raw/ner/mine/train.txt is not a file fetch_data copies "
+        "(data/manifest.tsv): data/raw is fetch_data's output, which DVC replaces whole, deleting what else is "
+        "there; put your dataset in a folder of its own (e.g. data/mine) and 'dvc add' it",
+    ),
+    (
+        "a split file outside the dataset's dir, where DVC would not see it change",
+        catalogue_entry("mine", {**MY_NER, "splits": {**MY_NER["splits"], "train": "../extra/train.txt"}}),
+        "data/datasets.yaml: datasets.mine.splits.train: '../extra/train.txt' is not inside dir 'data/my_ner', the "
+        "folder DVC watches for this dataset; give a file name inside it",
+    ),
+    (
+        "a split file given as an absolute path",
+        catalogue_entry("mine", {**MY_NER, "splits": {**MY_NER["splits"], "test": "/tmp/test.txt"}}),
+        "data/datasets.yaml: datasets.mine.splits.test: '/tmp/test.txt' is not inside dir 'data/my_ner', the "
+        "folder DVC watches for this dataset; give a file name inside it",
+    ),
+    (
+        "a published score under a name the report never shows",
+        catalogue_entry("mine", {**MY_NER, "published": {"acc": {"BERT": 0.9}}}),
+        "data/datasets.yaml: datasets.mine.published: 'acc' names no score of this dataset: a ner dataset's report "
+        "shows 'f1' and 'f1.<label>' with a label of ['Galaxy', 'Star']",
+    ),
+    (
+        "a published per-type score of a type the dataset does not have",
+        catalogue_entry("mine", {**MY_NER, "published": {"f1.Planet": {"BERT": 0.9}}}),
+        "data/datasets.yaml: datasets.mine.published: 'f1.Planet' names no score of this dataset: a ner dataset's "
+        "report shows 'f1' and 'f1.<label>' with a label of ['Galaxy', 'Star']",
+    ),
+    (
+        "a dataset entry written at the top level of the catalogue, outside 'datasets:'",
+        catalogue_entry("x", MY_NER, datasets_text=CATALOGUE_TEXT + "my_ner: {task: ner}\n"),
+        "data/datasets.yaml: top-level key 'my_ner' is not read: entries go under 'datasets:' (indent it there)",
+    ),
+    (
+        "a corpus entry written at the top level of the corpus catalogue",
+        catalogue_entry("x", MY_NER, corpora="corpora:\n" + GENERAL + "logs: {dir: data/corpora/logs}\n"),
+        "data/corpora.yaml: top-level key 'logs' is not read: entries go under 'corpora:' (indent it there)",
+    ),
+    (
+        "a key misspelt in the corpus catalogue: refused before DVC removes sample_corpus's outputs",
+        catalogue_entry("x", MY_NER, corpora="corpora:\n" + GENERAL.replace("weight", "weigth")),
+        "data/corpora.yaml: 'corpora.general': unknown keys ['weigth']; allowed: ['dir', 'filter', 'flag_field', "
+        "'format', 'id_field', 'kind_field', 'path', 'source_field', 'text_field', 'title_field', 'weight']",
+    ),
+    (
+        "a corpus of the user's own in fetch_data's folder",
+        catalogue_entry("x", MY_NER, corpora="corpora:\n" + GENERAL.replace("general", "mine")),
+        "data/corpora.yaml: corpora.mine: data/raw/corpus/mine.jsonl is not a file fetch_data copies "
+        "(data/manifest.tsv): that folder is fetch_data's output, which DVC replaces whole; put your own corpus "
+        "under data/corpora (e.g. data/corpora/mine)",
     ),
     (
         "a key misspelt in the embeddings section",

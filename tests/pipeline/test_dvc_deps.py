@@ -66,6 +66,22 @@ def test_fingerprint_stage_runs_first_and_always():
         assert "data/fingerprints/model_base.json" in deps(STAGES[name])
 
 
+def test_the_fingerprint_stage_checks_corpora_where_sample_corpus_reads_them():
+    """code_fingerprint checks each corpus against the folders sample_corpus is given, and fetch_data's
+    output folder against its manifest: the same paths as in dvc.yaml."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_cf_dirs", REPO / "stages" / "code_fingerprint.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cmd = STAGES["sample_corpus"]["cmd"].split()
+    given = cmd[cmd.index("--corpus-dirs") + 1 :]
+    assert tuple(given[: given.index(next(a for a in given if a.startswith("--")))]) == module.CORPUS_DIRS
+    fetch = STAGES["fetch_data"]
+    assert [next(iter(o)) if isinstance(o, dict) else o for o in fetch["outs"]] == [module.FETCHED]
+    assert module.MANIFEST in deps(fetch)
+
+
 def test_pretraining_data_depends_on_exactly_the_params_its_folder_is_built_with():
     """The examples are tokenised once for every seed: a change of a training knob (learning rate,
     seeds) does not tokenise again, and a change of what the examples are (objective, length,
