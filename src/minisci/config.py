@@ -29,20 +29,6 @@ def _check(cond: bool, section: str, msg: str) -> None:
         raise ConfigError(f"params section '{section}': {msg}")
 
 
-# numpy's and torch's seed range: a seed outside it fails deep inside a library, after the stages before
-SEED_RANGE = (0, 2**32 - 1)
-
-
-def check_seeds(seeds: tuple[int, ...], section: str, key: str) -> None:
-    """Every seed in ``SEED_RANGE``, checked with the section's other values (the first stage)."""
-    bad = [s for s in seeds if not SEED_RANGE[0] <= s <= SEED_RANGE[1]]
-    _check(
-        not bad,
-        section,
-        f"{key} must be in [0, 2**32 - 1] (numpy's and torch's seed range), got {bad[0] if bad else None}",
-    )
-
-
 def _check_names(names: tuple[str, ...], section: str, key: str) -> None:
     """Dataset names are catalogue keys (checked against the catalogue where the stage loads it)."""
     _check(len(set(names)) == len(names), section, f"{key} lists a dataset twice: {list(names)}")
@@ -493,7 +479,6 @@ class PretrainConfig(_SpeedKeys):
             "batch sizes and grad_accum must be > 0",
         )
         _check(self.learning_rate > 0 and self.head_learning_rate > 0, s, "learning rates must be > 0")
-        _check(self.weight_decay >= 0, s, f"weight_decay must be >= 0 (0 = off), got {self.weight_decay}")
         _check(self.head_warmup_steps >= 0, s, "head_warmup_steps must be >= 0")
         _check(0.0 <= self.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")
         _check(16 <= self.max_seq_length <= 512, s, "max_seq_length must be in [16, 512]")
@@ -541,7 +526,6 @@ class _FinetuneConfig(_SpeedKeys):
         _check(self.eval_delay >= 0, s, "eval_delay must be >= 0 (0 = score dev after every epoch)")
         _check(self.batch_size > 0 and self.eval_batch_size > 0, s, "batch sizes must be > 0")
         _check(self.learning_rate > 0, s, "learning_rate must be > 0")
-        _check(self.weight_decay >= 0, s, f"weight_decay must be >= 0 (0 = off), got {self.weight_decay}")
         _check(0.0 <= self.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")
         _check(16 <= self.max_length <= 512, s, "max_length must be in [16, 512]")
         _check(self.loss in losses, s, f"loss must be one of {losses}")
@@ -608,13 +592,12 @@ class FinetuneEmbeddingsConfig:
         _check(
             self.n_candidates > self.n_test_queries and self.n_dev_candidates > self.n_dev_queries,
             s,
-            "n_candidates must exceed n_test_queries, and n_dev_candidates n_dev_queries (the rest are distractors)",
+            "n_candidates must exceed n_test_queries and n_dev_candidates n_dev_queries (distractors)",
         )
         _check(
             self.epochs > 0 and self.batch_size >= 2, s, "epochs must be > 0 and batch_size >= 2 (in-batch negatives)"
         )
-        _check(self.learning_rate > 0, s, f"learning_rate must be > 0, got {self.learning_rate}")
-        _check(0.0 <= self.warmup_ratio < 1.0, s, f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        _check(self.learning_rate > 0 and 0.0 <= self.warmup_ratio < 1.0, s, "bad learning_rate or warmup_ratio")
         _check(16 <= self.max_length <= 512 and 16 <= self.eval_max_length <= 512, s, "lengths must be in [16, 512]")
         _check(
             self.scale > 0 and self.eval_batch_size > 0 and self.logging_steps > 0,
@@ -719,8 +702,6 @@ def from_dict(cls: type[T], data: dict[str, Any], section: str) -> T:
                 continue
             raise ConfigError(f"params section '{section}': missing key '{name}'")
         kwargs[name] = _coerce(data[name], hints[name], f"params {section}.{name}")
-        if name in ("seed", "seeds"):
-            check_seeds(kwargs[name] if name == "seeds" else (kwargs[name],), section, name)
     return cls(**kwargs)
 
 

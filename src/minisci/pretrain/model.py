@@ -43,9 +43,8 @@ def repo_path(name: str) -> Path:
     return path if path.is_absolute() else Path(os.environ.get("DVC_ROOT", ".")) / path
 
 
-def resolve_model_path(name: str, key: str = "model.base") -> Path:
-    """A local directory holding the model ``name``; raises ModelResolutionError offline, naming the
-    params ``key`` that gave the name."""
+def resolve_model_path(name: str) -> Path:
+    """A local directory holding the model ``name``; raises ModelResolutionError offline."""
     if name.startswith("package:"):
         pkg = name.split(":", 1)[1].replace("-", "_")
         spec = importlib.util.find_spec(pkg)
@@ -68,7 +67,7 @@ def resolve_model_path(name: str, key: str = "model.base") -> Path:
         raise ModelResolutionError(
             f"cannot resolve model {name!r} offline: it is not an installed package (package:NAME), "
             "not a local directory, and not in the local Hugging Face cache. Put a copy in a directory "
-            f"and set {key} to its path."
+            "and set model.base to its path."
         ) from None
 
 
@@ -155,7 +154,7 @@ def load_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
     name = cfg.tokenizer or cfg.base
-    folder = resolve_model_path(name, "model.tokenizer" if cfg.tokenizer else "model.base")
+    folder = resolve_model_path(name)
     check_tokenizer_files(folder)
     try:
         return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from minisci.config import PretrainConfig, check_seeds, from_dict, load_params
+from minisci.config import PretrainConfig, from_dict, load_params
 from minisci.errors import ConfigError, MinisciError
 
 DESIGNS = ("paired", "cross")
@@ -83,17 +83,14 @@ def pretrain_seeds(section: dict) -> PretrainSeeds:
     raw = section["seeds"] if "seeds" in section else [section["seed"]]
     if not isinstance(raw, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in raw):
         raise ConfigError(f"params pretrain.seeds: expected a list of integers, got {raw!r}")
-    check_seeds(tuple(raw), "pretrain", "seeds")
     design = section.get("seed_design", "paired")
     return PretrainSeeds(tuple(raw), design)
 
 
 def _section(path: str | Path) -> dict:
     params = load_params(path)
-    if "pretrain" not in params:
+    if not isinstance(params.get("pretrain"), dict):
         raise ConfigError(f"{path}: missing section 'pretrain'")
-    if not isinstance(params["pretrain"], dict):
-        raise ConfigError(f"params section 'pretrain' must be a mapping, got {type(params['pretrain']).__name__}")
     return params["pretrain"]
 
 

@@ -17,7 +17,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from minisci.config import SEED_RANGE
 from minisci.report.exp_show import read_show
 from minisci.report.experiments import DEFAULT_METRICS, write_log
 from minisci.report.studies import DEFAULT_SPEC, load_spec, queue, report
@@ -55,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.resamples < 100:
         p.error(f"--resamples must be >= 100, got {args.resamples}")
-    if not SEED_RANGE[0] <= args.seed <= SEED_RANGE[1]:
+    if not 0 <= args.seed < 2**32:  # numpy's seed range
         p.error(f"--seed must be in [0, 2**32 - 1], got {args.seed}")
     if args.metrics_file is not None and not Path(args.metrics_file).is_file():  # before any file is written
         p.error(f"--metrics-file {args.metrics_file}: no such file")
