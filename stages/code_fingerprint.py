@@ -157,7 +157,7 @@ def check_dataset_files(catalogue: str, manifest: str = MANIFEST, fetched: str =
         folder = os.path.normpath(entry.dir)
         for split, file in entry.splits.items():
             path = os.path.normpath(os.path.join(folder, file))
-            if Path(file).is_absolute() or not path.startswith(folder + os.sep):
+            if Path(file).is_absolute() or Path(folder) not in Path(path).parents:  # dir "." holds "train.txt"
                 raise ConfigError(
                     f"{where}.splits.{split}: {file!r} is not inside dir {entry.dir!r}, the folder DVC watches "
                     "for this dataset; give a file name inside it"
@@ -175,7 +175,8 @@ def check_dataset_files(catalogue: str, manifest: str = MANIFEST, fetched: str =
         names = set(entry.keep_types or entry.labels or ())
         for key in entry.published or {}:
             label = key.removeprefix("f1.") if key.startswith("f1.") else None
-            if key != metric and not label or names and label is not None and label not in names:
+            known = key == metric or (bool(label) and (not names or label in names))
+            if not known:
                 raise ConfigError(
                     f"{where}.published: {key!r} names no score of this dataset: a {entry.task} dataset's report "
                     f"shows {metric!r} and 'f1.<label>'" + (f" with a label of {sorted(names)}" if names else "")
