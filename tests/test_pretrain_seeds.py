@@ -15,6 +15,7 @@ from helpers import CFG, synthetic_run
 from minisci.errors import ConfigError, MinisciError
 from minisci.pretrain.seeds import PretrainSeeds, finetune_plan, pretrain_seeds
 from minisci.report import export
+from minisci.report import pretrain_seeds as report_seeds
 from minisci.report.bootstrap import seed_bootstrap
 from minisci.report.pretrain_seeds import UNNAMED, run_pretrain_seeds
 from minisci.tasks import registry
@@ -172,3 +173,18 @@ def test_run_pretrain_seeds_reads_the_arm_default():
         5,
         6,
     ]
+
+
+def test_a_fault_inside_the_bootstrap_is_not_blamed_on_the_metrics_file(tmp_path, monkeypatch):
+    """Only a design the metrics files describe wrongly is reported against them; any other ValueError
+    (a fault in the computation) stays what it is."""
+    synthetic_run(tmp_path)
+    _with_pretrain_seeds(tmp_path, {13: 7, 14: 7, 15: 7})
+
+    def broken(*args, **kwargs):
+        raise ValueError("operands could not be broadcast together")
+
+    monkeypatch.setattr(report_seeds, "multi_bootstrap", broken)
+    with pytest.raises(ValueError, match="broadcast") as caught:
+        _collect(tmp_path)
+    assert not isinstance(caught.value, MinisciError)

@@ -13,7 +13,8 @@ import pytest
 from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, REPO, fixture_corpora, run_sample_corpus, tiny_params
 
 from minisci.config import CorpusConfig, SampleCorpusConfig, from_dict, load_corpora
-from minisci.data.corpora import content_id, iter_records
+from minisci.data import corpora as corpora_module
+from minisci.data.corpora import content_id, corpus_size, iter_chunks, iter_records
 from minisci.data.corpus import check_tracked, duplicates, shares
 from minisci.errors import ConfigError, DataFormatError
 
@@ -252,6 +253,51 @@ def test_a_corpus_in_fetch_datas_output_must_be_a_file_it_copies(tmp_path, monke
         match=r"corpora.mine: data/raw/corpus/mine.jsonl is not a file fetch_data copies .*data/corpora/mine",
     ):
         check_tracked(mine, dirs)
+
+
+LONG = [
+    {"paper_id": i, "abstract": f"Document {i}. " + "A sentence of some length. " * (1 + 7 * (i % 3))}
+    for i in range(20)
+]
+
+
+@pytest.mark.parametrize(
+    "fmt,name,writer",
+    [
+        ("jsonl", "p.jsonl", write_jsonl),
+        ("jsonl", "p.jsonl.gz", lambda p, r: write_jsonl(p, r, compress=True)),
+        ("parquet", "p.parquet", write_parquet),
+        ("hf", "hf", write_hf),
+        ("txt", "notes", None),
+    ],
+)
+def test_chunks_are_bounded_in_bytes_and_say_how_far_the_reader_got(tmp_path, monkeypatch, fmt, name, writer):
+    """However long the documents, a chunk holds at most CHUNK_BYTES of text (a longer document alone),
+    every item once and in order, and ``done`` grows to the corpus's size in its progress unit."""
+    monkeypatch.setattr(corpora_module, "CHUNK_BYTES", 600)
+    if writer is None:
+        (tmp_path / name).mkdir()
+        for d in LONG:
+            (tmp_path / name / f"d{d['paper_id']:02d}.txt").write_text(d["abstract"])
+        c = corpus(format=fmt, dir=name)
+    else:
+        writer(tmp_path / name, LONG)
+        c = corpus(format=fmt, **({"dir": name} if fmt == "hf" else {"path": name}), text_field="abstract")
+    chunks = list(iter_chunks("physics", c, tmp_path))
+
+    def size(item) -> int:
+        return len(item[1]) if fmt == "txt" else len(item) if fmt == "jsonl" else len(item["abstract"])
+
+    assert len(chunks) > 3, "the bound splits the corpus"
+    for ch in chunks:
+        assert len(ch.items) == 1 or sum(size(x) for x in ch.items) <= 600 + max(size(x) for x in ch.items)
+    assert [ch.first for ch in chunks] == [
+        1,
+        *(1 + sum(len(x.items) for x in chunks[:k]) for k in range(1, len(chunks))),
+    ]
+    assert [r.text for r in read(c, tmp_path)] == [d["abstract"] for d in LONG]
+    done = [ch.done for ch in chunks]
+    assert done == sorted(done) and done[-1] == corpus_size(c, tmp_path)[0]
 
 
 # 3. the sample ---------------------------------------------------------------------------------------------

@@ -6,9 +6,10 @@ import json
 from collections import Counter
 
 import pytest
-from conftest import REPO
+from conftest import FIXTURE_DATASETS, FIXTURE_MIRROR, REPO, prepare
 
 from minisci.config import DatasetConfig, load_catalog
+from minisci.data import prepare as prepare_module
 from minisci.data.prepare import ner_counts, prepare_dataset
 from minisci.data.readers import detect_scheme, read_classification, read_conll, spans, to_iob2
 from minisci.errors import ConfigError, DataFormatError
@@ -455,3 +456,35 @@ def test_a_huge_bad_conll_line_is_quoted_short(tmp_path):
         read_conll(p)
     assert "x.txt:2: expected 2 tab-separated columns" in str(e.value) and str(e.value).endswith(" ...")
     assert len(str(e.value)) < len(str(p)) + 400
+
+
+@pytest.mark.parametrize("name", FIXTURE_DATASETS)
+def test_a_large_split_file_is_said_before_and_after_it_is_read(tmp_path, monkeypatch, capsys, name):
+    monkeypatch.setattr(prepare_module, "LARGE_FILE", 1)  # every fixture file counts as large
+    prepare(FIXTURE_MIRROR, name, tmp_path / name)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 and all(line.startswith(f"prepare_data {name}: ") for line in lines)
+    assert "reading" in lines[0] and "MiB" in lines[0] and " rows in " in lines[1]
+    monkeypatch.setattr(prepare_module, "LARGE_FILE", 64 << 20)
+    prepare(FIXTURE_MIRROR, name, tmp_path / f"{name}-quiet")
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("Aspirin\tB-Chemical\ncauses\tO\n", r"train\.txt:1: invalid JSON .*it looks like CoNLL \(declare format: conll"),
+        ("The DT O O\ncells NN I-NP I-cell_type\n", r"train\.txt:1: invalid JSON .*it looks like CoNLL"),
+    ],
+)
+def test_a_conll_file_declared_as_json_lines_says_so(tmp_path, text, match):
+    write_splits(tmp_path, text)
+    with pytest.raises(DataFormatError, match=match):
+        prepare_dataset("mine", cls_entry(tmp_path))
+
+
+def test_a_broken_json_line_gets_no_conll_hint(tmp_path):
+    write_splits(tmp_path, '{"text": "a b", "label": "x"\n')
+    with pytest.raises(DataFormatError, match=r"train\.txt:1: invalid JSON") as caught:
+        prepare_dataset("mine", cls_entry(tmp_path))
+    assert "CoNLL" not in str(caught.value)

@@ -143,7 +143,10 @@ def test_candidates_are_as_searched_and_no_longer_than_a_query_document(sampled)
 
 
 def test_too_few_short_distractors_is_one_line(sampled):
-    with pytest.raises(MinisciError, match=r"need \d+ distractors; the pool has \d+ .* lower them"):
+    with pytest.raises(
+        MinisciError,
+        match=r"candidates take \d+ distractors besides the \d+ queries; the pool has \d+ .* lower n_candidates",
+    ):
         build_benchmark(CORPORA, sampled[0], tiny_cfg(n_candidates=60))
 
 

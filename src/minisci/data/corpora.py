@@ -25,6 +25,8 @@ from minisci.config import CorpusConfig
 from minisci.errors import DataFormatError
 
 CHUNK_ITEMS = 256  # items per chunk: large enough to amortise a hand-off to a worker, small in memory
+CHUNK_BYTES = 8 << 20  # and at most this much raw text per chunk (one larger item is a chunk alone), so
+# the chunks in flight hold a bounded amount of text however long the documents are
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a JSON escape of half of a UTF-16 surrogate pair
 _SUFFIXES = {"jsonl": (".jsonl", ".jsonl.gz"), "parquet": (".parquet",), "txt": (".txt",)}
 
@@ -43,12 +45,14 @@ class Record:
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
-    """Consecutive raw items of one file: ``items[i]`` is at position ``first + i`` (line, row or file)."""
+    """Consecutive raw items of one file: ``items[i]`` is at position ``first + i`` (line, row or file);
+    ``done``: how far the reader had got after this chunk, in the unit of :func:`corpus_size`."""
 
     corpus: str
     file: int  # index into corpus_files(...)
     first: int
     items: list
+    done: int = 0
 
 
 # 1. files ---------------------------------------------------------------------------------------------
@@ -132,19 +136,20 @@ def _jsonl_chunks(name: str, k: int, path: Path, tally: Tally) -> Iterator[Chunk
     base = tally.done
     with path.open("rb") as raw:
         f = gzip.open(raw) if path.name.endswith(".gz") else raw
-        items, first, lineno = [], 1, 0
+        items, first, lineno, size = [], 1, 0, 0
         try:
             for lineno, line in enumerate(f, start=1):  # noqa: B007 - lineno is read after the loop
                 items.append(line)
-                if len(items) == CHUNK_ITEMS:
-                    yield Chunk(name, k, first, items)
+                size += len(line)
+                if len(items) == CHUNK_ITEMS or size >= CHUNK_BYTES:
                     tally.done = base + raw.tell()  # compressed bytes for .gz: what corpus_size counts
-                    items, first = [], lineno + 1
+                    yield Chunk(name, k, first, items, tally.done)
+                    items, first, size = [], lineno + 1, 0
         except (OSError, EOFError, gzip.BadGzipFile) as e:  # a damaged gzip stream
             raise DataFormatError(path, lineno + 1, f"cannot be read ({e})") from None
+        tally.done = base + path.stat().st_size
         if items:
-            yield Chunk(name, k, first, items)
-    tally.done = base + path.stat().st_size
+            yield Chunk(name, k, first, items, tally.done)
 
 
 def _parquet_file(path: Path):
@@ -194,19 +199,38 @@ def _check_columns(path: Path, columns: list[str], cfg: CorpusConfig) -> None:
 
 def _arrow_chunks(name: str, k: int, tally: Tally, batches) -> Iterator[Chunk]:
     row = 1
-    for rows in batches:
-        yield Chunk(name, k, row, rows)
-        row += len(rows)
-        tally.done += len(rows)
+    for batch in batches:
+        for rows in _by_size(batch, lambda r: sum(len(v) for v in r.values() if isinstance(v, str))):
+            tally.done += len(rows)
+            yield Chunk(name, k, row, rows, tally.done)
+            row += len(rows)
+
+
+def _by_size(items: list, size) -> Iterator[list]:
+    """``items`` in consecutive runs of at most CHUNK_BYTES (by ``size(item)``; a larger item alone)."""
+    run, total = [], 0
+    for item in items:
+        n = size(item)
+        if run and total + n > CHUNK_BYTES:
+            yield run
+            run, total = [], 0
+        run.append(item)
+        total += n
+    if run:
+        yield run
 
 
 def _txt_chunks(name: str, cfg: CorpusConfig, root: Path, tally: Tally) -> Iterator[Chunk]:
     folder = root / cfg.location
     files = corpus_files(cfg, root)
-    for start in range(0, len(files), CHUNK_ITEMS):
-        part = files[start : start + CHUNK_ITEMS]
-        yield Chunk(name, 0, start + 1, [(p.relative_to(folder).as_posix(), p.read_bytes()) for p in part])
-        tally.done += len(part)
+    items, size, base = [], 0, tally.done
+    for i, p in enumerate(files):
+        items.append((p.relative_to(folder).as_posix(), p.read_bytes()))
+        size += len(items[-1][1])
+        if len(items) == CHUNK_ITEMS or size >= CHUNK_BYTES or i == len(files) - 1:
+            tally.done = base + i + 1
+            yield Chunk(name, 0, i + 2 - len(items), items, tally.done)
+            items, size = [], 0
 
 
 # 3. one item -> one record ----------------------------------------------------------------------------

@@ -2,10 +2,12 @@
 pretraining corpora of the ``corpora`` catalogue, split into sentences by NLTK Punkt trained on the
 sample itself.
 
-Streamed, in bounded memory: pass 1 reads every corpus in chunks, and worker processes parse each
-document and run the guard on it; the main process keeps ~40 bytes per document (two 64-bit keys
-for duplicates, a 64-bit rank, flags), never the text. Duplicates are then resolved, each corpus's
-share is chosen, and pass 2 reads only the chosen documents again.
+Streamed, in bounded memory: pass 1 reads every corpus in chunks (at most 256 documents and 8 MiB of
+text each, four per worker in flight), and worker processes parse each document and run the guard on
+it; the main process keeps ~40 bytes per document (two 64-bit keys for duplicates, a 64-bit rank,
+flags), never the text. Duplicates are then resolved, each corpus's share is chosen, and pass 2
+reads only the chosen documents again: what is held then is the sample (``n_docs`` documents), not
+the corpus.
 
 Contamination guard, two independent detectors:
 1. the corpus's own flag (``flag_field``; the shipped pool's ``eval_overlap``, set by the data
@@ -41,7 +43,6 @@ from minisci.config import CORPORA_FILE, CorpusConfig, SampleCorpusConfig
 from minisci.data.corpora import (
     Chunk,
     Record,
-    Tally,
     check_first_records,
     corpus_files,
     corpus_size,
@@ -315,9 +316,9 @@ def scan_corpora(
     scan = Scan()
     for c, (name, cfg) in enumerate(corpora.items()):
         total, unit = corpus_size(cfg, root)
-        progress, tally = Progress(f"sample_corpus: scan {name}", total, unit), Tally()
+        progress = Progress(f"sample_corpus: scan {name}", total, unit)
         scan.filtered[name], before, titled = 0, len(scan.rank), 0
-        for chunk, result in zip_chunks(iter_chunks(name, cfg, root, tally), scanner, num_proc):
+        for chunk, result in zip_chunks(iter_chunks(name, cfg, root), scanner, num_proc):
             if isinstance(result, tuple):  # the first malformed item of the chunk
                 raise DataFormatError(*result)
             for row in result:
@@ -331,7 +332,7 @@ def scan_corpora(
                 for arr, v in ((scan.corpus, c), (scan.file, chunk.file), (scan.pos, pos), (scan.id_key, id_key),
                                (scan.text_key, txt_key), (scan.rank, rnk), (scan.flagged, flagged), (scan.caught, caught)):  # fmt: skip
                     arr.append(v)
-            progress.update(len(scan.rank) - before, tally.done)
+            progress.update(len(scan.rank) - before, chunk.done)  # what is scanned, not what is read ahead
         progress.close()
         if len(scan.rank) == before and not scan.filtered[name]:
             raise DataFormatError(
@@ -356,7 +357,7 @@ def zip_chunks(chunks: Iterator[Chunk], scanner: _Scanner, num_proc: int) -> Ite
 
     def tee():
         for chunk in chunks:
-            meta.append(Chunk(chunk.corpus, chunk.file, chunk.first, []))
+            meta.append(Chunk(chunk.corpus, chunk.file, chunk.first, [], chunk.done))
             yield chunk
 
     for result in ordered_map(scanner, tee(), num_proc):
@@ -447,12 +448,12 @@ def fetch(corpora: dict[str, CorpusConfig], root: Path, scan: Scan, chosen: dict
         wanted = {(scan.file[i], scan.pos[i]) for i in chosen[c]}
         files = corpus_files(cfg, root) if cfg.format != "txt" else [root / cfg.location]
         total, unit = corpus_size(cfg, root)
-        progress, tally, before = Progress(f"sample_corpus: read the sample of {name}", total, unit), Tally(), len(docs)
-        for chunk in iter_chunks(name, cfg, root, tally):
+        progress, before = Progress(f"sample_corpus: read the sample of {name}", total, unit), len(docs)
+        for chunk in iter_chunks(name, cfg, root):
             for i in range(len(chunk.items)):
                 if (chunk.file, chunk.first + i) in wanted:
                     docs.append(as_document(name, parse_item(chunk, i, cfg, files[chunk.file])))
-            progress.update(len(docs) - before, tally.done)
+            progress.update(len(docs) - before, chunk.done)
         progress.close()
     return docs
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -32,6 +34,23 @@ from minisci.data.readers import (
 from minisci.errors import ConfigError, DataFormatError
 from minisci.io import atomic_path, sha256_file, write_jsonl
 from minisci.tasks import facts
+
+LARGE_FILE = 64 << 20  # a split file at least this large is announced before it is read, and timed
+
+
+def read_split(name: str, cfg: DatasetConfig, sp: str, read):
+    """``read(path)`` of one split file; a large one is said before and after, since reading and
+    checking it takes a while and shows no other progress."""
+    path = cfg.path(sp)
+    size = path.stat().st_size
+    if size < LARGE_FILE:
+        return read(path)
+    print(f"prepare_data {name}: reading {path} ({size / 2**20:,.0f} MiB)", flush=True)
+    start = time.perf_counter()
+    rows = read(path)
+    print(f"prepare_data {name}: {path}: {len(rows):,} rows in {time.perf_counter() - start:,.1f} s", flush=True)
+    return rows
+
 
 # 1. NER -------------------------------------------------------------------------------------------------
 
@@ -58,7 +77,7 @@ def _check_has_entities(cfg: DatasetConfig, splits: dict[str, list[NerSentence]]
 
 def prepare_ner(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[NerSentence]], dict]:
     # 1. read as written; 2. the tag scheme; 3. IOB2 with the same spans, then the kept types
-    raw = {sp: read_conll(cfg.path(sp), cfg.tag_column) for sp in SPLITS}
+    raw = {sp: read_split(name, cfg, sp, lambda path: read_conll(path, cfg.tag_column)) for sp in SPLITS}
     _check_has_entities(cfg, raw, f"every tag in column {cfg.tag_column} (tag_column) is O; is tag_column right?")
     scheme = _ner_scheme(cfg, raw)
     splits = {sp: [dataclasses.replace(s, tags=to_iob2(s.tags)) for s in raw[sp]] for sp in SPLITS}
@@ -118,9 +137,29 @@ def ner_counts(sentences: list[NerSentence]) -> dict:
 # 2. classification --------------------------------------------------------------------------------------
 
 
+_CONLL_LINE = re.compile(r"^\S+(?:[ \t]+\S+)*[ \t]+(?:O|[BIES]-\S+)\s*$")  # tokens, then a tag last
+
+
+def _read_jsonl(path: Path, cfg: DatasetConfig, json_warnings: list[str]) -> list[Example]:
+    """``read_classification``; a file that is not JSON but reads as CoNLL says so."""
+    try:
+        return read_classification(path, cfg.text_field, cfg.label_field, json_warnings)
+    except DataFormatError as e:
+        if e.line is None or "invalid JSON" not in str(e):
+            raise
+        with path.open(encoding="utf-8", errors="replace") as f:
+            line = next((x for k, x in enumerate(f, start=1) if k == e.line), "")
+        if not _CONLL_LINE.match(line):
+            raise
+        raise DataFormatError(
+            path, e.line, f"{str(e).split(': ', 1)[1]}; the line is a token and its tag: it looks like CoNLL "
+            "(declare format: conll, task: ner)",
+        ) from None  # fmt: skip
+
+
 def prepare_classification(name: str, cfg: DatasetConfig) -> tuple[dict[str, list[Example]], dict]:
     json_warnings: list[str] = []
-    splits = {sp: read_classification(cfg.path(sp), cfg.text_field, cfg.label_field, json_warnings) for sp in SPLITS}
+    splits = {sp: read_split(name, cfg, sp, lambda path: _read_jsonl(path, cfg, json_warnings)) for sp in SPLITS}
     train_labels = sorted({e.label for e in splits["train"]})
     labels = list(cfg.labels) if cfg.labels is not None else train_labels
     for sp in SPLITS:

@@ -177,9 +177,10 @@ def build_benchmark(corpora: dict[str, CorpusConfig], documents, cfg, root: str 
     n_test_d, n_dev_d = cfg.n_candidates - cfg.n_test_queries, cfg.n_dev_candidates - cfg.n_dev_queries
     if len(rest) < n_test_d + n_dev_d:
         raise MinisciError(
-            f"finetune_embeddings: n_candidates + n_dev_candidates = {cfg.n_candidates + cfg.n_dev_candidates} need "
-            f"{n_test_d + n_dev_d} distractors; the pool has {len(rest)} outside the query documents with at most "
-            f"{longest} words (the longest query document's): lower them"
+            f"finetune_embeddings: n_candidates + n_dev_candidates = {cfg.n_candidates + cfg.n_dev_candidates} "
+            f"candidates take {n_test_d + n_dev_d} distractors besides the {need} queries; the pool has {len(rest)} "
+            f"documents outside the queries with at most {longest} words (the longest query document's): lower "
+            "n_candidates or n_dev_candidates"
         )
     distractors = rest[: n_test_d + n_dev_d]
     # 3. training documents: titled abstracts that no split searches, the first n_train in a seeded shuffle

@@ -105,6 +105,11 @@ from statistics import NormalDist
 import numpy as np
 
 
+class DesignError(ValueError):
+    """The runs or examples given do not form the design a bootstrap needs (unequal examples, unpaired
+    or unbalanced runs): bad input for the caller to name, not a fault in the computation."""
+
+
 def _interval(diffs: np.ndarray, observed: float) -> dict:
     """The observed difference, the 95% percentile interval of the resampled ones, and the two-sided
     p-value of the bootstrap distribution shifted to the null."""
@@ -125,7 +130,7 @@ def paired_bootstrap(counts_a: np.ndarray, counts_b: np.ndarray, metric, n_resam
     ``counts_*`` are per-example additive statistics; ``metric`` maps summed counts to a score.
     """
     if counts_a.shape != counts_b.shape:
-        raise ValueError(f"paired bootstrap needs the same examples: {counts_a.shape} vs {counts_b.shape}")
+        raise DesignError(f"paired bootstrap needs the same examples: {counts_a.shape} vs {counts_b.shape}")
     n = len(counts_a)
     rng = np.random.default_rng(seed)
     observed = float(metric(counts_b.sum(0)) - metric(counts_a.sum(0)))
@@ -160,10 +165,10 @@ def seed_bootstrap(
     and with a ``margin`` the TOST p-value ``p_equivalence`` (:func:`equivalence_p`).
     """
     if len(counts_a) != len(counts_b) or not counts_a:
-        raise ValueError(f"seed bootstrap needs the same seeds in both arms: {len(counts_a)} vs {len(counts_b)}")
+        raise DesignError(f"seed bootstrap needs the same seeds in both arms: {len(counts_a)} vs {len(counts_b)}")
     shapes = {c.shape for c in (*counts_a, *counts_b)}
     if len(shapes) != 1:
-        raise ValueError(f"seed bootstrap needs the same examples in every run: shapes {sorted(shapes)}")
+        raise DesignError(f"seed bootstrap needs the same examples in every run: shapes {sorted(shapes)}")
     n, n_seeds = len(counts_a[0]), len(counts_a)
     rng = np.random.default_rng(seed)  # the example draws: the same stream as paired_bootstrap's
     seed_rng = np.random.default_rng([seed, 1])  # the seed draws, apart so that one seed changes nothing
@@ -278,21 +283,21 @@ def _design(pretrain_seeds: list[int], partners: list[int], n_a: int, n_b: int) 
     design is balanced: the same number of runs on every checkpoint, every baseline run the partner of
     the same number of adapted runs (so the replicates' baseline mean is the baseline's mean)."""
     if n_b == 0 or len(pretrain_seeds) != n_b or len(partners) != n_b:
-        raise ValueError(
+        raise DesignError(
             f"multi-bootstrap needs one pretraining seed and one baseline partner per adapted run: "
             f"{n_b} runs, {len(pretrain_seeds)} pretraining seeds, {len(partners)} partners"
         )
     if any(not 0 <= j < n_a for j in partners):
-        raise ValueError(f"multi-bootstrap partners must index the {n_a} baseline runs: {partners}")
+        raise DesignError(f"multi-bootstrap partners must index the {n_a} baseline runs: {partners}")
     groups: dict[int, list[int]] = {}
     for run, p in enumerate(pretrain_seeds):
         groups.setdefault(p, []).append(run)
     sizes = {p: len(g) for p, g in groups.items()}
     if len(set(sizes.values())) != 1:
-        raise ValueError(f"multi-bootstrap needs the same number of runs on every pretraining seed: {sizes}")
+        raise DesignError(f"multi-bootstrap needs the same number of runs on every pretraining seed: {sizes}")
     uses = [partners.count(j) for j in range(n_a)]
     if len(set(uses)) != 1:
-        raise ValueError(f"multi-bootstrap needs every baseline run to partner as many adapted runs: {uses}")
+        raise DesignError(f"multi-bootstrap needs every baseline run to partner as many adapted runs: {uses}")
     return list(groups.values())
 
 
@@ -375,7 +380,7 @@ def multi_bootstrap(
     groups = _design(list(pretrain_seeds), partners, len(counts_a), len(counts_b))
     shapes = {c.shape for c in (*counts_a, *counts_b)}
     if len(shapes) != 1:
-        raise ValueError(f"multi-bootstrap needs the same examples in every run: shapes {sorted(shapes)}")
+        raise DesignError(f"multi-bootstrap needs the same examples in every run: shapes {sorted(shapes)}")
     # 1. observed scores; the difference is taken run by run against each run's baseline partner
     n, n_pre, per = len(counts_b[0]), len(groups), len(groups[0])
     score_a = np.array([float(metric(c.sum(0))) for c in counts_a])

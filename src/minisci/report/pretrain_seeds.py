@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from minisci.errors import MinisciError
-from minisci.report.bootstrap import ALPHA, multi_bootstrap, verdict
+from minisci.report.bootstrap import ALPHA, DesignError, multi_bootstrap, verdict
 
 UNNAMED = -1  # the pretraining seed of runs whose metrics name none: the single adapted encoder
 
@@ -66,7 +66,7 @@ def compare(
             margin=margin,
             partners=partners(arms["baseline"], arms["adapted"], path),
         )
-    except ValueError as e:  # an unbalanced design, from the metrics files: name them
+    except DesignError as e:  # an unbalanced design, from the metrics files: name them
         raise MinisciError(f"{path}: {e}") from None
     boot["fixed"]["verdict"] = verdict(boot["fixed"])
     return boot
