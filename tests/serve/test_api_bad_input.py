@@ -74,6 +74,35 @@ def test_api_bad_input_is_a_minisci_error(call, message, loaded, tiny_finetuned)
         call(loaded, tiny_finetuned)
 
 
+def test_an_empty_list_of_texts_gives_an_empty_result(tiny_model_dir, index_dir, tmp_path):
+    """No text in, no result out (not an error), for every head: the softmax tagger, the CRF tagger
+    (which decodes on its own path), the classifier and the index; a tuple as a list."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertForTokenClassification
+
+    from minisci.finetune.crf import BertCrfForTokenClassification
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    base = BertConfig.from_pretrained(tiny_model_dir).to_dict()
+    labels = {"ner": ["O", "B-Chemical", "I-Chemical"], "cite": ["background", "method", "result"]}
+    for name, cls in (("ner", BertForTokenClassification), ("cite", BertForSequenceClassification)):
+        config = {
+            **base,
+            "id2label": dict(enumerate(labels[name])),
+            "label2id": {x: i for i, x in enumerate(labels[name])},
+        }
+        cls(BertConfig(**config)).save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+    BertCrfForTokenClassification.from_pretrained(tmp_path / "ner").save_pretrained(tmp_path / "crf")
+    tok.save_pretrained(tmp_path / "crf")
+    for call in (
+        NerTagger(tmp_path / "ner"),
+        NerTagger(tmp_path / "crf"),
+        CitationClassifier(tmp_path / "cite"),
+        Index(index_dir).search,
+    ):
+        assert call([]) == [] and call(()) == []
+
+
 def test_api_and_cli_give_the_same_reason_for_a_bad_k(index_dir, loaded, capsys):
     with pytest.raises(MinisciError) as api_error:
         loaded["index"].search("aspirin", k=-3)

@@ -124,6 +124,27 @@ def broken_tokenizer(a, t):
     return ["cite", "--model", str(d), "x"]
 
 
+def relabelled(a, t, task: str, labels: list[str]):  # config.json's label map replaced after training
+    d = copy(a[task], t / "m")
+    edit_json(d / "config.json", id2label=dict(enumerate(labels)), label2id={x: i for i, x in enumerate(labels)})
+    return [task, "--model", str(d), "aspirin"]
+
+
+def crf_relabelled(a, t):  # the CRF's transitions are labels x labels: another count does not fit either
+    from minisci.finetune.crf import BertCrfForTokenClassification
+
+    d = save(BertCrfForTokenClassification.from_pretrained(a["ner"]), crf_tokenizer(a), t / "crf")
+    labels = ["O", "B-Chemical", "I-Chemical", "B-Disease", "I-Disease"]
+    edit_json(d / "config.json", id2label=dict(enumerate(labels)), label2id={x: i for i, x in enumerate(labels)})
+    return ["ner", "--model", str(d), "aspirin"]
+
+
+def crf_tokenizer(a):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(a["ner"])
+
+
 def bad_utf8_file(a, t):
     (t / "in.txt").write_bytes(b"aspirin\nhepa\xffrin\n")
     return ["ner", "--model", str(a["ner"]), "--file", str(t / "in.txt")]
@@ -310,6 +331,11 @@ CASES = [
     ("abstract not UTF-8", bad_utf8_abstract, 1, r"abs.txt:1: not UTF-8 \(byte offset 0"),
     ("documents not UTF-8", bad_utf8_docs, 1, r"d.jsonl:2: not UTF-8: byte 0xe9 at byte offset \d+"),
     ("truncated model.safetensors", truncated_weights, 1, r"m: cannot load the model: "),
+    ("ner: more labels in config.json than the head has", lambda a, t: relabelled(a, t, "ner", ["O", "B-Chemical", "I-Chemical", "B-Disease", "I-Disease"]), 1,
+     r"m: config.json has 5 labels \(id2label/num_labels\) but the head in model.safetensors has 3 \(classifier.bias: shape \[3\]\)"),
+    ("cite: fewer labels in config.json than the head has", lambda a, t: relabelled(a, t, "cite", ["background", "method"]), 1,
+     r"m: config.json has 2 labels \(id2label/num_labels\) but the head in model.safetensors has 3"),
+    ("ner: a CRF model with more labels in config.json", crf_relabelled, 1, r"crf: config.json has 5 labels \(id2label/num_labels\) but the head in model.safetensors has 3"),
     ("index: truncated model.safetensors", truncated_encoder, 1, r"e: cannot load the model: "),
     ("a text that is not UTF-8", lambda a, t: ["ner", "--model", str(a["ner"]), "caf\udce9"], 1, r"input 1: not UTF-8 text \(byte 0xe9 at character 3\)"),
     # options
@@ -336,6 +362,17 @@ CASES = [
     ("search, the encoder gone", encoder_gone, 1, r"idx: the encoder it was built with is not found \(.*\); pass the same encoder with --model"),
     ("demo --port -1", lambda a, t: ["demo", "--port", "-1"], 2, r"argument --port: must be >= 1, got -1"),
     ("demo --port 70000", lambda a, t: ["demo", "--port", "70000"], 2, r"argument --port: must be <= 65535, got 70000"),
+    # the address is bound before the models are read or a server started
+    ("demo --host not an address", lambda a, t: ["demo", "--host", "999.1.1.1"], 1, r"^error: minisci demo --host 999.1.1.1: not an address of this machine \("),
+    ("demo --host another machine's", lambda a, t: ["demo", "--host", "192.0.2.1"], 1, r"^error: minisci demo --host 192.0.2.1: not an address of this machine \(.*\); use 127.0.0.1"),
+    ("demo --host a bad IPv6 address", lambda a, t: ["demo", "--host", "fe80::zz"], 1, r"^error: minisci demo --host fe80::zz: not an address of this machine"),
+    # a fine-tuned task model where an encoder is expected
+    ("index --model an NER model", lambda a, t: index_argv({**a, "encoder": a["ner"]}), 1,
+     r"minisci index --model: .*ner: a fine-tuned NER model \(architecture BertForTokenClassification, for `minisci ner`\), not an encoder"),
+    ("index --model a citation model", lambda a, t: index_argv({**a, "encoder": a["cite"]}), 1,
+     r"minisci index --model: .*cite: a fine-tuned classification model \(architecture BertForSequenceClassification, for `minisci cite`\)"),
+    ("search --model an NER model", lambda a, t: search_argv(a["root"] / "index", "--model", str(a["ner"])), 1,
+     r"minisci search --model: .*ner: a fine-tuned NER model"),
     ("not an index", lambda a, t: search_argv(t), 1, r"not an index \(no index.json\)"),
     ("more documents than rows", more_docs_than_rows, 1, r"inconsistent index: 3 embeddings, 4 documents, index.json says 3"),
     ("fewer documents than rows", fewer_docs_than_rows, 1, r"inconsistent index: 3 embeddings, 2 documents"),
@@ -458,11 +495,83 @@ def test_a_lone_dash_text_is_standard_input(assets, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("texts", [["aspirin"], ["-"]])
-def test_texts_and_a_file_together_are_refused(assets, tmp_path, capsys, texts):
+@pytest.mark.parametrize("command", ["ner", "cite"])
+def test_texts_and_a_file_together_are_a_usage_error(assets, tmp_path, capsys, texts, command):
     f = tmp_path / "in.txt"
     f.write_text("heparin\n")
-    assert cli.main(["ner", "--model", str(assets["ner"]), *texts, "--file", str(f)]) == 1
-    assert capsys.readouterr().err == "error: minisci ner: give texts or --file, not both\n"
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, "--model", str(assets[command]), *texts, "--file", str(f)])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: minisci {command}: give texts or --file, not both (see `minisci {command} --help`)\n"
+    )
+
+
+def test_file_dash_is_standard_input_and_help_says_so(assets, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"patients received aspirin\n\nheparin too\n")))
+    assert cli.main(["cite", "--model", str(assets["cite"]), "--file", "-", "--jsonl"]) == 0
+    assert [json.loads(line)["text"] for line in capsys.readouterr().out.splitlines()] == [
+        "patients received aspirin",
+        "heparin too",
+    ]
+    with pytest.raises(SystemExit):
+        cli.main(["cite", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "(--file -: standard input); not together with texts" in help_text
+    assert "none, or a lone -, reads them from standard input" in help_text
+
+
+class ClosedPipe(io.StringIO):
+    """Standard output whose reader has gone, as after `| head -1` exits."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_stops_quietly(assets, monkeypatch, capsys):
+    """`minisci cite ... | head -1`: no "error: Broken pipe", exit code 141 (128 + SIGPIPE) as a shell
+    reports for cat or grep."""
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    assert cli.main(["cite", "--model", str(assets["cite"]), "aspirin", "heparin"]) == cli.EXIT_BROKEN_PIPE == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_a_closed_pipe_stops_quietly_in_a_real_pipe(assets, tmp_path):
+    """The same through a real pipe, which the interpreter flushes again at exit: no traceback then either."""
+    texts = tmp_path / "many.txt"
+    texts.write_text("".join(f"aspirin number {i}\n" for i in range(4000)))  # more output than a pipe holds
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minisci.serve.cli", "cite", "--model", str(assets["cite"]), "--file", str(texts)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout.readline().startswith((b"background", b"method", b"result"))
+    proc.stdout.close()  # `head -1` exits
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141, err
+    assert err == b""
+
+
+def test_a_crf_model_whose_config_has_no_label2id_tags(assets, tmp_path, capsys):
+    """config.json's id2label alone names a CRF's labels: a config without label2id tags as one with it."""
+    import torch
+
+    from minisci.finetune.crf import BertCrfForTokenClassification
+
+    model = BertCrfForTokenClassification.from_pretrained(assets["ner"])
+    with torch.no_grad():
+        model.classifier.bias.copy_(torch.tensor([0.0, 20.0, 0.0]))  # every word B-Chemical: entities to score
+    crf = save(model, crf_tokenizer(assets), tmp_path / "crf")
+    argv = ["ner", "--model", str(crf), "--jsonl", "patients received aspirin and heparin"]
+    edit_json(crf / "config.json", label2id={"O": 0, "B-Chemical": 1, "I-Chemical": 2})
+    assert cli.main(argv) == 0
+    expected = capsys.readouterr().out
+    assert json.loads(expected)["entities"]
+    config = json.loads((crf / "config.json").read_text())
+    del config["label2id"]
+    (crf / "config.json").write_text(json.dumps(config))
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == expected
 
 
 def test_stdin_not_utf8(assets, monkeypatch, capsys):

@@ -54,6 +54,7 @@ def test_good_models_start_the_server(models, launched):
         ("--ner", "cite", r"minisci demo --ner: .*cite: not a token-classification \(NER\) model"),
         ("--cite", "ner", r"minisci demo --cite: .*ner: not a sequence-classification"),
         ("--embeddings", "missing", r"minisci demo --embeddings: .*missing: not a model directory"),
+        ("--embeddings", "ner", r"minisci demo --embeddings: .*ner: a fine-tuned NER model \(architecture Bert"),
         ("--index", "enc", r"minisci demo --index: .*enc: not an index \(no index.json\)"),
     ],
 )
@@ -63,6 +64,16 @@ def test_a_bad_model_is_one_line_before_the_server_starts(models, launched, tmp_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert re.search(f"^error: {message}", err), err
+    assert launched == []
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "192.0.2.1", "no.such.host.invalid"])
+def test_a_host_this_machine_cannot_serve_on_is_one_line_before_the_server_starts(models, launched, capsys, host):
+    assert cli.main([*argv(models), "--host", host]) == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        rf"error: minisci demo --host {re.escape(host)}: not an address of this machine \(.+\); .*\n", err
+    )
     assert launched == []
 
 

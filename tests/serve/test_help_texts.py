@@ -65,3 +65,20 @@ def test_a_tokenizer_without_a_maximum_length_takes_the_models_positions(task, t
         assert len(row["entities"]) >= 80 and max(e["end"] for e in row["entities"]) > len(text) - 10
     else:
         assert row["label"] in row["scores"]
+
+
+def test_each_commands_precision_help_describes_its_own_output(capsys):
+    """--precision's fp32 is the entities for ner, the labels for cite, the embeddings for index: cite's and
+    index's help say nothing of entities or a CRF head."""
+    helps = {}
+    for command in ("ner", "cite", "index"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        helps[command] = out.split("--precision {fp32,bf16,int8} ", 1)[1]
+    assert "entities" in helps["ner"] and "CRF head" in helps["ner"]
+    assert "text-classification pipeline" in helps["cite"]
+    assert "embeds the documents, recorded in the index" in helps["index"]
+    for command in ("cite", "index"):
+        option = helps[command].split(" --", 1)[0]
+        assert not any(word in option for word in ("NER", "CRF", "Viterbi", "entities")), option

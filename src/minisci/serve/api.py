@@ -166,6 +166,8 @@ class Index:
     def _scores(self, texts: list[str]):
         from minisci.encoding import embed
 
+        if not texts:  # no query, no scores (the encoder takes no empty batch)
+            return []
         model, tok = self.encoder
         vecs = embed(model, tok, texts, max_length=self.info["max_length"])
         return [search.index_scores(self.info, self.vectors, v, t, self.lexical) for v, t in zip(vecs, texts)]

@@ -64,11 +64,11 @@ def read_text(path: str | None) -> str:
 
 def _texts(args) -> list[str]:
     """The texts to run on: the arguments; a lone ``-`` argument, ``--file -`` or neither is standard
-    input; ``--file`` a file, one text per line (blank lines skipped). Texts and ``--file`` together are refused, not one of
-    them silently dropped."""
+    input; ``--file`` a file, one text per line (blank lines skipped). Texts and ``--file`` together are
+    a usage error, not one of them silently dropped."""
     stdin = args.text == ["-"]  # as cat, grep and sort read it
-    if args.text and args.file is not None:
-        raise MinisciError(f"minisci {args.command}: give texts or --file, not both")
+    if args.text and args.file is not None:  # bad usage, as argparse's own errors (exit code 2)
+        args.usage_error("give texts or --file, not both")
     if args.text and not stdin:
         return list(args.text)
     source = None if stdin else args.file
@@ -126,9 +126,23 @@ def cmd_cite(args) -> None:
     )
 
 
+def _check_encoder_option(args) -> None:
+    """``--model`` of index, search and reviewers names an encoder, not a fine-tuned task model: refused
+    before any document or model is read, in one line naming the option."""
+    from minisci.serve.models import check_encoder, read_config
+
+    if args.model is None:  # search and reviewers: the index's own encoder, checked as it loads
+        return
+    try:
+        check_encoder(args.model, read_config(args.model))
+    except MinisciError as e:
+        raise MinisciError(f"minisci {args.command} --model: {e}") from None
+
+
 def cmd_index(args) -> None:
     from minisci.serve.search import build_index, check_out_dir, describe_encoder, duplicate_warning, read_collection
 
+    _check_encoder_option(args)
     check_out_dir(args.out)  # before the slow part
     docs = read_collection(args.docs)
     with _progress(None, "embedding", unit="window") as bar:
@@ -158,6 +172,7 @@ def cmd_index(args) -> None:
 def cmd_search(args) -> None:
     from minisci.serve.search import search
 
+    _check_encoder_option(args)
     query = read_text(None).strip() if args.query == ["-"] else " ".join(args.query)  # "-": standard input, as ner
     hits = search(args.index, query, args.k, device=args.device, model=args.model)
     if not hits:  # only the bm25 retriever leaves documents out: those that share no word with the query
@@ -170,6 +185,7 @@ def cmd_search(args) -> None:
 def cmd_reviewers(args) -> None:
     from minisci.serve.search import recommend_reviewers
 
+    _check_encoder_option(args)
     abstract = read_text(args.abstract).strip()
     if not abstract:
         raise MinisciError(f"{'standard input' if args.abstract == '-' else args.abstract}: empty abstract")
@@ -224,16 +240,24 @@ EXAMPLES = {
 }
 
 
-def add_precision(sp, extra: str = "") -> None:
-    sp.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default="fp32",
-        help="fp32: full precision, the transformers pipeline's output exactly, except that a CRF head (NER's "
-        "default) decodes with Viterbi as its training stage scored it; bf16: encoder matmuls in bfloat16 (about 1.7x faster "
-        "on CPUs with native bf16, near-identical output); int8: dynamic quantisation (CPU, fastest, "
-        "small accuracy change). See benchmarks/inference_speed.py. " + extra,
-    )
+# --precision: what fp32 means for each command's output; bf16 and int8 trade the same way for all three
+PRECISION_FP32 = {
+    NER.command: "fp32: full precision, the entities of the transformers pipeline exactly, except that a CRF head "
+    "decodes with Viterbi as its training stage scored it",
+    CLASSIFICATION.command: "fp32: full precision, the labels and scores of the transformers text-classification "
+    "pipeline exactly",
+    "index": "precision of the encoder that embeds the documents, recorded in the index: its queries are embedded the "
+    "same way. fp32: full precision",
+}
+PRECISION_TRADES = (
+    "; bf16: encoder matrix products in bfloat16 (faster on GPUs and CPUs with native bf16 products, near-identical "
+    "output; a warning says when the CPU runs it slower); int8: dynamic quantisation (CPU, fastest, small accuracy "
+    "change). See benchmarks/inference_speed.py."
+)
+
+
+def add_precision(sp, command: str) -> None:
+    sp.add_argument("--precision", choices=PRECISIONS, default="fp32", help=PRECISION_FP32[command] + PRECISION_TRADES)
 
 
 def add_device(sp) -> None:
@@ -264,11 +288,19 @@ def build_parser() -> argparse.ArgumentParser:
         (CLASSIFICATION.command, cmd_cite, "classify citation intent: background / method / result"),
     ):
         sp = add(name, fn, help_)
+        sp.set_defaults(usage_error=sp.error)  # texts and --file together: a usage error found after parsing
         sp.add_argument(
-            "text", nargs="*", help="texts (default: --file or standard input, one per line; -: standard input)"
+            "text",
+            nargs="*",
+            help="texts, each argument one text; none, or a lone -, reads them from standard input, one per line "
+            "(a - among other texts is the text '-')",
         )
         sp.add_argument("--model", required=True, help="fine-tuned model directory")
-        sp.add_argument("--file", help="UTF-8 file with one text per line (-: standard input)")
+        sp.add_argument(
+            "--file",
+            help="UTF-8 file with one text per line, blank lines skipped (--file -: standard input); not together "
+            "with texts",
+        )
         sp.add_argument("--batch-size", type=at_least(1), default=32, help="texts per length-sorted batch")
         if fn is cmd_ner:  # only the tagger windows long texts
             sp.add_argument(
@@ -277,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
                 help="word pieces of overlap between the windows of a text longer than the model takes "
                 "(default: 64, or half a window for a model with fewer positions)",
             )
-        add_precision(sp)
+        add_precision(sp, name)
         sp.add_argument(
             "--backend",
             choices=("torch", "onnx"),
@@ -319,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="word pieces per window, from 8 to the model's maximum positions; longer texts are windowed "
         "(default: 256, or the model's maximum positions if fewer)",
     )
-    add_precision(sp, "queries to the index use the same precision")
+    add_precision(sp, "index")
     model_help = (
         "encoder that embeds the query (default: the one the index records, found relative to the index, "
         "then at its absolute path); must be the encoder the index was built with (its content hash is checked)"
@@ -362,7 +394,8 @@ LIBRARY_ERRORS = (OSError, ValueError, KeyError, UnicodeDecodeError)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. Every failure is one line on stderr: exit 2 for bad options (argparse), 1 otherwise."""
+    """Run one command. Every failure is one line on stderr: exit 2 for bad options (argparse), 1 otherwise;
+    output into a pipe whose reader has gone (``| head``) stops quietly with exit code 141."""
     return run_command(_run, argv, library_errors=LIBRARY_ERRORS)
 
 
@@ -377,11 +410,38 @@ def _show_warning(message, category, filename, lineno, file=None, line=None, *, 
         default(message, category, filename, lineno, file, line)
 
 
-def _run(argv: list[str] | None) -> None:
+# 128 + SIGPIPE: the status a shell reports for `cat`, `grep` or `sort` when the reader of their output
+# (`| head`) has gone, as 130 (128 + SIGINT) is Ctrl-C's
+EXIT_BROKEN_PIPE = 141
+
+
+def _run(argv: list[str] | None) -> int | None:
     args = build_parser().parse_args(argv)
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
-        args.fn(args)
+        try:
+            args.fn(args)
+            sys.stdout.flush()  # output that fits the buffer meets the closed pipe here, not at exit
+        except BrokenPipeError:
+            _drop_stdout()
+            return EXIT_BROKEN_PIPE
+    return None
+
+
+def _drop_stdout() -> None:
+    """The reader of standard output is gone (``minisci ... | head``): stop quietly, as Unix tools do.
+    Standard output is pointed at /dev/null (the recipe of Python's ``signal`` documentation), so that
+    the interpreter's own flush at exit does not fail a second time and print a traceback."""
+    import io
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # not a file (a test's capture): nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":

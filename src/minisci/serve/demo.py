@@ -182,7 +182,7 @@ DEMO_EXAMPLE = f"""example:
 def check_models(args) -> None:
     """Every model the page uses, checked before the server starts: a wrong path is one line now, not
     an error at the first click. Only config.json and the index's files are read."""
-    from minisci.serve.models import check_task, check_weights, read_config
+    from minisci.serve.models import check_encoder, check_task, check_weights, read_config
     from minisci.tasks import registry
 
     for option, path, command in (("--ner", args.ner, "ner"), ("--cite", args.cite, "cite")):
@@ -194,7 +194,7 @@ def check_models(args) -> None:
         except MinisciError as e:
             raise MinisciError(f"minisci demo {option}: {e}") from None
     try:
-        read_config(args.embeddings)
+        check_encoder(args.embeddings, read_config(args.embeddings))
     except MinisciError as e:
         raise MinisciError(f"minisci demo --embeddings: {e}") from None
     if args.index is not None:
@@ -206,7 +206,26 @@ def check_models(args) -> None:
             raise MinisciError(f"minisci demo --index: {e}") from None
 
 
+def check_host(host: str) -> None:
+    """``--host`` names an address this machine can serve on: bound here, as Streamlit binds it (IPv6
+    for an address with a colon), on a free port, so a typo is one line before the server starts, not
+    the server's traceback. The port is left to Streamlit, which reports a taken one itself."""
+    import socket
+
+    if host.startswith("unix://"):  # a Unix socket path, which Streamlit also serves on
+        return
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, 0))
+    except OSError as e:  # socket.gaierror (no such name) included
+        raise MinisciError(
+            f"minisci demo --host {host}: not an address of this machine ({e.strerror or e}); "
+            "use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or one of this machine's addresses"
+        ) from None
+
+
 def run_demo(args) -> None:
+    check_host(args.host)
     check_models(args)
     code = launch(args.ner, args.cite, args.embeddings, args.index, args.host, args.port)
     if code:

@@ -120,7 +120,8 @@ def _sorted_forward(pipe, chunks: list[dict], batch_size: int, progress: Callabl
 
 def tag(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[list[dict]]:
     """Entities per text: ``entity_group``, ``score``, ``word``, ``start``, ``end`` (character offsets)."""
-    check_texts(texts)
+    if not check_texts(texts):  # no text, no entities (and no batch to pad)
+        return []
     if getattr(pipe.model, "crf", None) is not None:
         return _crf_tag(pipe, texts, batch_size, progress)
     chunks, owner = [], []
@@ -213,7 +214,7 @@ def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None)
     id2label = model.config.id2label
     tags = [list(to_iob2([id2label[i] for i in path])) for path in model.crf.decode_batch(emissions)]
     probs = [e.softmax(-1) for e in emissions]
-    label2id = model.config.label2id
+    label2id = {name: i for i, name in id2label.items()}  # id2label's inverse: config.json may lack label2id
     results = []
     for ws, ts, ps, text in zip(words, tags, probs, texts):
         entities = []
@@ -247,7 +248,8 @@ def _text_words(tokenizer, text: str) -> list[tuple[int, int]]:
 
 def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[dict]:
     """Label, score and every label's score per text (the pipeline's ``top_k=None`` output)."""
-    check_texts(texts)
+    if not check_texts(texts):
+        return []
     chunks = [compat.preprocess(pipe, t) for t in texts]
     logits = _sorted_forward(pipe, chunks, batch_size, progress)
     results = []

@@ -93,6 +93,21 @@ def check_task(model_dir: str | Path, config: dict, kind: TaskKind) -> None:
         raise MinisciError(f"{model_dir}: not {need}; {found}; pass a model from the {stage} stage")
 
 
+def check_encoder(model_dir: str | Path, config: dict) -> None:
+    """Refuse a fine-tuned task model where an encoder that embeds texts is expected (``minisci
+    index``): its encoder was trained for its head's labels, and its vectors would rank documents by
+    those labels, not by meaning. Its kind is the registry's (:func:`minisci.tasks.registry.of_config`)."""
+    from minisci.tasks import registry
+
+    kind = registry.of_config(config)
+    if kind is not None:
+        archs = ", ".join(config.get("architectures") or [])
+        raise MinisciError(
+            f"{model_dir}: a fine-tuned {kind.title} model (architecture {archs}, for `minisci {kind.command}`), "
+            "not an encoder that embeds texts; pass models/embeddings or another encoder"
+        )
+
+
 def max_positions(config: dict) -> int:
     """Word pieces the model can take at once (RoBERTa-style models reserve two positions)."""
     n = int(config.get("max_position_embeddings", 512))
@@ -169,8 +184,15 @@ def load_task_model(model_dir: str | Path, kind: TaskKind, device: str = "cpu"):
     else:
         cls = getattr(transformers, kind.auto_class)
     with loading(path):
+        # ignore_mismatched_sizes: a weight whose shape config.json contradicts is reported below in one
+        # line naming it, where transformers would raise after logging a table
         model, info = cls.from_pretrained(
-            path, use_safetensors=True, local_files_only=True, trust_remote_code=False, output_loading_info=True
+            path,
+            use_safetensors=True,
+            local_files_only=True,
+            trust_remote_code=False,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
         )
         from minisci.encoding import check_tokenizer_files
 
@@ -179,8 +201,25 @@ def load_task_model(model_dir: str | Path, kind: TaskKind, device: str = "cpu"):
     if info["missing_keys"]:
         missing = ", ".join(sorted(info["missing_keys"])[:4])
         raise MinisciError(f"{path}: weights missing from model.safetensors ({missing}); the task head is untrained")
+    if info["mismatched_keys"]:
+        raise MinisciError(mismatch_message(path, model.config.num_labels, info["mismatched_keys"]))
     fit_tokenizer(tokenizer, config)
     return model.to(device).eval(), tokenizer
+
+
+def mismatch_message(path: Path, n_labels: int, mismatched) -> str:
+    """Why the weights do not fit ``config.json``: most often a label map edited or replaced after
+    training, so the head in ``model.safetensors`` has another number of labels than ``id2label``."""
+    key, saved, expected = sorted(mismatched, key=lambda m: m[0])[0]
+    saved, expected = list(saved), list(expected)
+    if expected[:1] == [n_labels] and saved[:1] != [n_labels]:  # the head's output rows are the labels
+        return (
+            f"{path}: config.json has {n_labels} labels (id2label/num_labels) but the head in model.safetensors "
+            f"has {saved[0]} ({key}: shape {saved}); the label map does not belong to these weights"
+        )
+    return (
+        f"{path}: config.json does not fit model.safetensors: {key} has shape {saved} there, {expected} by config.json"
+    )
 
 
 def fit_tokenizer(tokenizer, config: dict) -> None:

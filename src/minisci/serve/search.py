@@ -44,6 +44,7 @@ from minisci.lexical import RETRIEVERS, Bm25, hybrid_scores
 from minisci.serve.checks import check_k, check_text, input_name
 from minisci.serve.models import (
     PRECISIONS,
+    check_encoder,
     check_max_length,
     check_weights,
     is_sentence_transformer,
@@ -106,7 +107,7 @@ def load_encoder(model_dir: str | Path, precision: str = "fp32", device: str = "
     own pooling and normalisation make the embeddings; a plain encoder is mean-pooled
     (:mod:`minisci.encoding`). Safetensors weights only."""
     path = Path(model_dir)
-    read_config(path)
+    check_encoder(path, read_config(path))
     check_weights(path)
     device = resolve_device(device)
     if not is_sentence_transformer(path):
