@@ -151,10 +151,13 @@ class Index:
 
     @classmethod
     def build(cls, model_dir: str | Path, docs: str | Path | list[dict], out_dir: str | Path, **options: Any) -> Index:
-        """Embed a JSONL collection (``id``, ``title``/``text``, optional ``authors``), or documents already
-        read by :func:`minisci.serve.search.read_collection`, into ``out_dir``, and load it.
-        ``options``: ``batch_size``, ``max_length``, ``precision``, ``max_tokens`` of ``minisci index``."""
-        documents = search.read_collection(docs) if isinstance(docs, (str, Path)) else docs
+        """Embed a JSONL collection (``id``, ``title``/``text``, optional ``authors``), or a list of documents
+        (dicts with those fields, or what :func:`minisci.serve.search.read_collection` returned), into
+        ``out_dir``, and load it. A document without an ``id``, title or text, or with a blank author, raises
+        :class:`~minisci.errors.MinisciError` naming its line, or ``docs[i]`` in a list.
+        ``options``: ``batch_size``, ``max_length``, ``precision``, ``max_tokens``, ``retriever`` of ``minisci index``."""
+        is_file = isinstance(docs, (str, Path))
+        documents = search.read_collection(docs) if is_file else search.collection_documents(docs)
         info = search.build_index(model_dir, documents, out_dir, **options)
         if info["duplicate_ids"]:
             warnings.warn(search.duplicate_warning(info["duplicate_ids"]), stacklevel=2)
@@ -178,9 +181,12 @@ class Index:
     def search(self, queries: Sequence[str], k: int = 10) -> list[list[dict]]: ...
 
     def search(self, queries, k=10):
-        """The ``k`` best documents per query: ``{"rank", "score", "id", "title", "authors"}``, as ``minisci search``."""
+        """The ``k`` best documents per query: ``{"rank", "score", "id", "title", "authors"}``, as ``minisci search``;
+        an empty list of queries gives an empty list."""
         checks.check_k(k)
         batch, single = _one_or_many(queries, "queries")
+        if not batch:
+            return []
         for q in batch:
             checks.check_text(q, "query")
         out = [search.rank_documents(s, self.documents, k, search.matched(self.info, s)) for s in self._scores(batch)]
@@ -191,9 +197,12 @@ class Index:
     ) -> list[dict]:
         """Authors ranked by their papers' similarity to ``abstract``: ``{"rank", "author", "score", "papers"}``,
         as ``minisci reviewers``. ``exclude``: conflicts of interest (case-insensitive names);
-        ``aggregation``: ``max`` (best paper) or ``mean_top3``."""
+        ``aggregation``: ``max`` (best paper) or ``mean_top3``. No one (``[]``) when no paper's author is left
+        to rank, or a ``bm25`` index finds no paper that shares a word with ``abstract``
+        (:func:`minisci.serve.search.why_no_reviewers` says which)."""
         checks.check_k(k)
         if isinstance(exclude, str):  # one name, not its letters
             exclude = [exclude]
         scores = self._scores([checks.check_text(abstract, "abstract")])[0]
-        return search.rank_authors(scores, self.documents, k, tuple(exclude), aggregation)
+        found = search.matched(self.info, scores)  # bm25: an abstract that shares no word with a paper ranks no one
+        return search.rank_authors(scores, self.documents, k, tuple(exclude), aggregation, found)

@@ -195,8 +195,10 @@ def cmd_reviewers(args) -> None:
     if not ranked:
         from minisci.serve.search import load_index, why_no_reviewers
 
-        blame, reason = why_no_reviewers(load_index(args.index)[1])
-        raise MinisciError(f"{args.index if blame == 'index' else '--exclude'}: {reason}")
+        blame, reason = why_no_reviewers(load_index(args.index)[1], args.exclude)
+        if blame != "abstract":
+            raise MinisciError(f"{args.index if blame == 'index' else '--exclude'}: {reason}")
+        print(f"minisci reviewers: {reason}", file=sys.stderr)  # no match is an answer, as for search
     _emit(
         ranked,
         args.jsonl,

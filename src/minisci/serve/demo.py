@@ -144,9 +144,14 @@ def page_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--embeddings",
         default=DEFAULT_EMBEDDINGS,
-        help=f"encoder for indexes built on the page from an uploaded JSONL (default: {DEFAULT_EMBEDDINGS})",
+        help=f"encoder for indexes built on the page from an uploaded JSONL, with the retriever recorded beside it "
+        f"(retrieval.json; default: {DEFAULT_EMBEDDINGS})",
     )
-    p.add_argument("--index", help="an index built by `minisci index` for search and reviewers (optional)")
+    p.add_argument(
+        "--index",
+        help="an index built by `minisci index` for search and reviewers (optional); the page shows its "
+        "retriever's scores: cosines for dense, BM25 scores for bm25, rank-fusion scores (~0.03) for hybrid",
+    )
     return p
 
 

@@ -20,7 +20,7 @@ from transformers import AutoModel, pipeline  # noqa: F401
 from minisci.errors import MinisciError
 from minisci.serve import demo
 from minisci.serve.api import CitationClassifier, Index, NerTagger
-from minisci.serve.search import why_no_reviewers
+from minisci.serve.search import SCORES, why_no_reviewers
 
 
 @st.cache_resource(show_spinner="Loading the NER model...")
@@ -115,6 +115,11 @@ def current_index(index_dir: str | None, encoder_dir: str) -> Index | None:
     return None
 
 
+def score_meaning(index: Index) -> str:
+    """What the index's scores are: cosines only for the dense retriever."""
+    return SCORES[index.info.get("retriever", "dense")]
+
+
 def search_tab(index: Index | None) -> None:
     with st.form("search"):
         query = st.text_input("Query", placeholder="antibiotic resistance in hospital infections")
@@ -130,6 +135,10 @@ def search_tab(index: Index | None) -> None:
     except MinisciError as e:
         st.error(str(e))
         return
+    if not hits:  # only the bm25 retriever leaves documents out: those that share no word with the query
+        st.info("No document shares a word with the query (the index's retriever is bm25).")
+        return
+    st.caption(f"Scores: {score_meaning(index)}.")
     st.table([{"rank": h["rank"], "score": f"{h['score']:.4f}", "id": h["id"], "title": h["title"]} for h in hits])
 
 
@@ -155,8 +164,10 @@ def reviewers_tab(index: Index | None) -> None:
         st.error(str(e))
         return
     if not ranked:
-        st.warning(why_no_reviewers(index.documents)[1].capitalize() + ".")
+        st.warning(why_no_reviewers(index.documents, banned)[1].capitalize() + ".")
         return
+    paper = "best paper" if aggregation == "max" else "mean of the three best papers"
+    st.caption(f"Author scores: {paper}, by {score_meaning(index)}.")
     titles = {d["id"]: d.get("title") or d["id"] for d in index.documents}
     st.table(
         [

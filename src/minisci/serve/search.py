@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,7 +36,6 @@ from minisci.io import (
     OutputExistsError,
     atomic_path,
     check_replaceable,
-    foreign_files,
     iter_jsonl,
     write_jsonl,
 )
@@ -135,21 +134,49 @@ def read_collection(path: str | Path) -> list[dict]:
         with decoding(source):
             rows = list(iter_jsonl(source))
     path = input_name(path)
-    docs = []
-    for lineno, obj in rows:
-        title, text = obj.get("title"), obj.get("text")
-        if title is not None and not isinstance(title, str) or text is not None and not isinstance(text, str):
-            raise DataFormatError(path, lineno, "'title' and 'text' must be strings")
-        body = " ".join(x for x in (title, text) if x and x.strip())
-        if "id" not in obj or not body:
-            raise DataFormatError(path, lineno, "expected an 'id' and a non-empty 'title' or 'text'")
-        authors = obj.get("authors", [])
-        if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
-            raise DataFormatError(path, lineno, "'authors' must be a list of strings")
-        docs.append({"id": str(obj["id"]), "title": title or "", "authors": authors, "_text": body})
+    docs = [collection_document(obj, path, lineno) for lineno, obj in rows]
     if not docs:
         raise DataFormatError(path, None, "no documents")
     return docs
+
+
+def collection_documents(records) -> list[dict]:
+    """Documents given in Python (:meth:`minisci.serve.api.Index.build`): mappings with the fields of a
+    collection's lines, or documents :func:`read_collection` returned; errors name ``docs[i]``."""
+    if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Iterable):
+        raise MinisciError(f"docs: expected a JSONL file or a list of documents, got {type(records).__name__}")
+    docs = [
+        collection_document(obj, f"docs[{i}]", None, read=isinstance(obj, Mapping) and "_text" in obj)
+        for i, obj in enumerate(records)
+    ]
+    if not docs:
+        raise MinisciError("docs: no documents")
+    return docs
+
+
+def collection_document(obj, path, line: int | None, read: bool = False) -> dict:
+    """One document as an index holds it, checked: an ``id`` (a non-blank string or an integer: an
+    empty or null id could not be told apart in results), a non-empty ``title`` or ``text``, and
+    ``authors`` a list of names (a blank name would be ranked as a reviewer). ``read``: a document
+    that :func:`read_collection` returned, whose ``_text`` (title and text) is checked and kept."""
+    if not isinstance(obj, Mapping):
+        raise DataFormatError(path, line, f"expected a JSON object, got {type(obj).__name__}")
+    title, text = obj.get("title"), obj.get("_text" if read else "text")
+    if title is not None and not isinstance(title, str) or text is not None and not isinstance(text, str):
+        raise DataFormatError(path, line, "'title' and 'text' must be strings")
+    body = text if read else " ".join(x for x in (title, text) if x and x.strip())
+    if "id" not in obj or not body or not body.strip():
+        raise DataFormatError(path, line, "expected an 'id' and a non-empty 'title' or 'text'")
+    doc_id = obj["id"]
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)) or not str(doc_id).strip():
+        raise DataFormatError(path, line, f"'id' must be a non-empty string or an integer, got {doc_id!r}")
+    authors = obj.get("authors", [])
+    if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
+        raise DataFormatError(path, line, "'authors' must be a list of strings")
+    blank = next((i for i, a in enumerate(authors, start=1) if not a.strip()), None)
+    if blank is not None:
+        raise DataFormatError(path, line, f"'authors' has a blank name (name {blank} of {len(authors)})")
+    return {"id": str(doc_id), "title": title or "", "authors": authors, "_text": body}
 
 
 @contextmanager
@@ -195,14 +222,26 @@ INDEX_FILES = ("index.json", "embeddings.npy", "documents.jsonl", "bm25")
 
 
 def _index_before_markers(path: Path) -> bool:
-    """An index written before output markers: exactly an index's own files, nothing else to lose."""
-    return all(p.name in INDEX_FILES or p.name == OUTPUT_MARKER for p in path.iterdir())
+    """An index written before output markers: exactly an index's own files, nothing else to lose
+    (the top level looked at first: a user's big folder given as --out is not walked)."""
+    if not all(p.name in INDEX_FILES or p.name == OUTPUT_MARKER for p in path.iterdir()):
+        return False
+    return all(_index_own(p.relative_to(path).as_posix()) for p in path.rglob("*") if not p.is_dir())
+
+
+def _index_own(name: str) -> bool:
+    """Is ``name`` (a file's path inside an index folder) one an index writes? Its own files at the
+    top, and in ``bm25/`` the files bm25s saves (``*.index.json``, ``*.index.npy``), nothing deeper."""
+    top, _, rest = name.partition("/")
+    if top == "bm25":
+        return "/" not in rest and rest.endswith((".index.json", ".index.npy"))
+    return not rest and (top in INDEX_FILES or top == OUTPUT_MARKER)
 
 
 def check_out_dir(out_dir: str | Path) -> None:
     """Only an earlier index (or an empty folder) may be replaced: a folder that also holds other
     files, ``index.json`` or not, is refused with the names of those files; so is another output of
-    minisci's (a model, a prepared dataset), marker or not."""
+    minisci's (a model, a prepared dataset), marker or not. Nothing is deleted."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise MinisciError(f"--out {out}: exists and is not a directory")
@@ -211,13 +250,31 @@ def check_out_dir(out_dir: str | Path) -> None:
     except OutputExistsError:
         raise MinisciError(
             f"--out {out}: not an earlier index (no {OUTPUT_MARKER} file); refusing to replace it and delete "
-            f"{foreign_files(out)}: choose a new or empty directory"
+            f"{files_to_lose(out)}: choose a new or empty directory"
         ) from None
-    if out.is_dir() and any(out.iterdir()) and not ((out / "index.json").is_file() and _index_before_markers(out)):
+    if not out.is_dir() or not any(out.iterdir()) or _index_before_markers(out) and (out / "index.json").is_file():
+        return
+    if (out / "index.json").is_file():  # an index of ours that someone put files into since
+        theirs = files_to_lose(out, theirs_only=True)
         raise MinisciError(
-            f"--out {out}: not an earlier index but another output ({foreign_files(out)}); refusing to replace "
-            "it: choose a new or empty directory"
+            f"--out {out}: an earlier index, but it also holds files minisci did not write ({theirs}); refusing "
+            "to replace it and delete them: move them out, or choose a new or empty directory"
         )
+    raise MinisciError(
+        f"--out {out}: not an earlier index but another output ({files_to_lose(out)}); refusing to replace "
+        "it: choose a new or empty directory"
+    )
+
+
+def files_to_lose(out: Path, theirs_only: bool = False, limit: int = 5) -> str:
+    """The files under ``out`` that replacing it would delete, for a refusal to name: first those that
+    are not an index's own (the user's, which a list led by ``bm25/...`` would hide), then, unless
+    ``theirs_only``, the index's; the marker left out."""
+    files = [p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir()]
+    ours = {f: _index_own(f) for f in files if f != OUTPUT_MARKER}
+    files = sorted((f for f, own in ours.items() if not (own and theirs_only)), key=lambda f: (ours[f], f))
+    shown = ", ".join(files[:limit]) + (f" and {len(files) - limit} more" if len(files) > limit else "")
+    return shown or "empty folders"
 
 
 def duplicate_ids(docs: list[dict]) -> list[str]:
@@ -391,19 +448,96 @@ def check_same_encoder(index_dir, info: dict, model_dir) -> None:
         )
 
 
+BM25_JSON = ("params.index.json", "vocab.index.json")  # what Bm25.save writes (bm25s' names), checked here
+BM25_ARRAYS = {"data.csc.index.npy": "f", "indices.csc.index.npy": "iu", "indptr.csc.index.npy": "iu"}  # dtype kinds
+
+
 def load_lexical(index_dir, info: dict) -> Bm25 | None:
-    """The index's BM25 when its retriever uses one."""
+    """The index's BM25 when its retriever uses one, its files checked first: bm25s reads them
+    unchecked, so a truncated or foreign file would fail with an error that names no file, or only
+    at the first query (an index out of range)."""
     if info.get("retriever", "dense") == "dense":
         return None
     path = Path(index_dir) / "bm25"
-    if not (path / "params.index.json").is_file():
+    if not path.is_dir():
         raise MinisciError(f"{path}: missing; the index's retriever is {info['retriever']}; rebuild the index")
-    bm25 = Bm25.load(path)
-    if bm25.retriever.scores["num_docs"] != info["documents"]:
-        raise MinisciError(
-            f"{path}: BM25 of {bm25.retriever.scores['num_docs']} documents, index.json says {info['documents']}"
-        )
+    params, vocab = (_read_bm25_json(path / name) for name in BM25_JSON)
+    _check_bm25(path, info, params, vocab, *(_read_bm25_array(path / n, kinds) for n, kinds in BM25_ARRAYS.items()))
+    try:
+        bm25 = Bm25.load(path)
+        bm25.retriever.get_scores_from_ids([0])  # one query now: a setting bm25s cannot use fails here
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MinisciError(f"{path / BM25_JSON[0]}: bm25s cannot use it ({first}); rebuild the index") from None
     return bm25
+
+
+def _read_bm25_json(path: Path) -> dict:
+    if not path.is_file():
+        raise MinisciError(f"{path}: missing; rebuild the index with `minisci index`")
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFormatError(path, None, f"not valid JSON ({e}); rebuild the index with `minisci index`") from None
+    if not isinstance(value, dict):
+        raise DataFormatError(path, None, f"expected a JSON object, got {type(value).__name__}; rebuild the index")
+    return value
+
+
+def _read_bm25_array(path: Path, kinds: str) -> np.ndarray:
+    """A vector of one of the dtype ``kinds``, mapped rather than read (bm25s reads it next)."""
+    if not path.is_file():
+        raise MinisciError(f"{path}: missing; rebuild the index with `minisci index`")
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MinisciError(f"{path}: not a readable NumPy array ({first}); rebuild the index") from None
+    if array.ndim != 1 or array.dtype.kind not in kinds or kinds == "f" and not np.isfinite(array).all():
+        what = "a vector of finite floats" if kinds == "f" else "a vector of integers"
+        raise MinisciError(f"{path}: expected {what}, got {array.dtype} of shape {array.shape}; rebuild the index")
+    return array
+
+
+def _check_bm25(path: Path, info: dict, params: dict, vocab: dict, data, indices, indptr) -> None:
+    """The BM25 files against each other and the index. They hold a sparse matrix (bm25s' CSC layout):
+    one column per word of the vocabulary, whose entries ``indptr`` delimits in ``data`` (scores) and
+    ``indices`` (document numbers)."""
+    docs = params.get("num_docs")
+    if isinstance(docs, bool) or not isinstance(docs, int) or docs != info["documents"]:
+        raise DataFormatError(
+            path / BM25_JSON[0], None, f"'num_docs' is {docs!r}, index.json says {info['documents']}; rebuild the index"
+        )
+    words = len(indptr) - 1
+    if words < 1 or indptr[0] != 0 or indptr[-1] != len(data) or (np.diff(indptr) < 0).any():
+        raise MinisciError(
+            f"{path / 'indptr.csc.index.npy'}: expected offsets rising from 0 to {len(data)} (the entries of "
+            "data.csc.index.npy); rebuild the index"
+        )
+    if len(indices) != len(data):
+        raise MinisciError(
+            f"{path / 'indices.csc.index.npy'}: {len(indices)} entries, data.csc.index.npy has {len(data)}; "
+            "rebuild the index"
+        )
+    if len(indices) and (indices.min() < 0 or indices.max() >= docs):
+        raise MinisciError(
+            f"{path / 'indices.csc.index.npy'}: document numbers outside 0-{docs - 1}; rebuild the index"
+        )
+    # bm25s numbers "" (the word of an empty document) after the matrix's columns; no query has it
+    ids = (i for word, i in vocab.items() if word)
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < words for i in ids):
+        raise DataFormatError(
+            path / BM25_JSON[1],
+            None,
+            f"expected word ids from 0 to {words - 1} (the columns of indptr.csc.index.npy); rebuild the index",
+        )
+
+
+SCORES = {  # what an index's scores are, by its retriever (the demo's captions)
+    "dense": "cosine similarity of the embeddings",
+    "bm25": "BM25 keyword scores (0 and up, not cosines)",
+    "hybrid": "reciprocal rank fusion of cosine and BM25 ranks (about 0.03 at the top, not cosines)",
+}
 
 
 def index_scores(info: dict, vecs: np.ndarray, query_vec: np.ndarray, query: str, bm25: Bm25 | None) -> np.ndarray:
@@ -474,42 +608,63 @@ def recommend_reviewers(
     vecs, docs, info = load_index(index_dir)
     query_vec = _query_vector(index_dir, abstract, info, vecs, encoder, device, model)
     scores = index_scores(info, vecs, query_vec, abstract, load_lexical(index_dir, info))
-    return rank_authors(scores, docs, k, exclude, aggregation)
+    return rank_authors(scores, docs, k, exclude, aggregation, matched(info, scores))
+
+
+def author_key(name: str) -> str:
+    """How ``--exclude`` matches an author: case and surrounding spaces do not count."""
+    return name.casefold().strip()
 
 
 def rank_authors(
-    scores: np.ndarray, docs: list[dict], k: int = 10, exclude: tuple[str, ...] = (), aggregation: str = "max"
+    scores: np.ndarray,
+    docs: list[dict],
+    k: int = 10,
+    exclude: tuple[str, ...] = (),
+    aggregation: str = "max",
+    found: np.ndarray | None = None,
 ) -> list[dict]:
     """Authors ranked by their papers' ``scores``, each with their (up to three) best papers' ids.
 
     ``max``: an author's best-matching paper; ``mean_top3``: the mean of their three best (rewards
     sustained expertise over one lucky paper). Excluded authors (conflicts of interest) are matched
-    case-insensitively.
+    case-insensitively. ``found`` (:func:`matched`): only authors with a paper the retriever found
+    are ranked, and only those papers are listed (a paper BM25 did not find scores 0 and counts as
+    such in ``mean_top3``): an abstract that shares no word with any paper ranks no one, rather than
+    everyone at 0 in alphabetical order.
     """
     if aggregation not in AGGREGATIONS:
         raise MinisciError(f"unknown aggregation {aggregation!r}; choose from {list(AGGREGATIONS)}")
     check_k(k)
-    banned = {a.casefold().strip() for a in exclude}
+    banned = {author_key(a) for a in exclude}
     papers = defaultdict(list)
     for i, d in enumerate(docs):
         for a in d.get("authors", []):
-            if a.casefold().strip() not in banned:
-                papers[a].append((float(scores[i]), d["id"]))
+            if author_key(a) not in banned:
+                papers[a].append((float(scores[i]), d["id"], i))
     ranked = []
     for author, ps in papers.items():
         ps.sort(reverse=True)
-        score = ps[0][0] if aggregation == "max" else float(np.mean([s for s, _ in ps[:3]]))
-        ranked.append({"author": author, "score": round(score, 4), "papers": [pid for _, pid in ps[:3]]})
+        best = [(s, pid, i) for s, pid, i in ps[:3] if found is None or found[i]]
+        if not best:
+            continue
+        score = ps[0][0] if aggregation == "max" else float(np.mean([s for s, _, _ in ps[:3]]))
+        ranked.append({"author": author, "score": round(score, 4), "papers": [pid for _, pid, _ in best]})
     ranked.sort(key=lambda r: (-r["score"], r["author"]))
     return [{"rank": i + 1, **r} for i, r in enumerate(ranked[:k])]
 
 
-def why_no_reviewers(docs: list[dict]) -> tuple[str, str]:
-    """Why :func:`rank_authors` ranked no one over ``docs`` (an empty answer would read as "no match"):
-    the input to blame (``"index"`` or ``"exclude"``) and the reason."""
+def why_no_reviewers(docs: list[dict], exclude: Sequence[str] = ()) -> tuple[str, str]:
+    """Why :func:`rank_authors` ranked no one over ``docs`` with ``exclude``d authors: the input to
+    blame (``"index"``, ``"exclude"``, or ``"abstract"``: with the bm25 retriever, no paper of an
+    author left shares a word with it) and the reason."""
     if not any(d.get("authors") for d in docs):
         return "index", "no document in the index has authors; build it from documents with an 'authors' list"
-    return "exclude", "every author in the index is excluded"
+    banned = {author_key(a) for a in exclude}
+    if all(author_key(a) in banned for d in docs for a in d.get("authors", [])):
+        return "exclude", "every author in the index is excluded"
+    whose = "by an author not excluded" if banned else "in the index"
+    return "abstract", f"no paper {whose} shares a word with the abstract (the index's retriever is bm25)"
 
 
 def author_holdout(vecs: np.ndarray, docs: list[dict], k: int = 3) -> dict:
