@@ -316,8 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--backend",
             choices=("torch", "onnx"),
             default="torch",
-            help="torch: PyTorch; onnx: ONNX Runtime on CPU (fp32 or int8; exported once into $MINISCI_CACHE, "
-            "default ~/.cache/minisci), faster for NER on CPUs measured so far (benchmarks/inference_speed.py)",
+            help="torch: PyTorch; onnx: ONNX Runtime on CPU (fp32 or int8; exported once into $MINISCI_CACHE/onnx, "
+            "default $XDG_CACHE_HOME/minisci/onnx or ~/.cache/minisci/onnx), faster for NER on CPUs measured so far "
+            "(benchmarks/inference_speed.py)",
         )
     sp = add("index", cmd_index, "embed a JSONL collection (id, title, text, authors) into a search index")
     sp.add_argument(

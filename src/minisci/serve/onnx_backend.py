@@ -2,8 +2,8 @@
 
 The task model is exported once with ``torch.onnx.export`` (dynamic batch and sequence axes) and run
 with ORT's full graph optimisation on the CPU; ``--precision int8`` adds ORT's dynamic int8
-quantisation of the exported graph. The export is cached under ``$MINISCI_CACHE`` (default
-``~/.cache/minisci``, or ``$XDG_CACHE_HOME/minisci``) keyed by the model's files and the torch and
+quantisation of the exported graph. The export is cached under ``$MINISCI_CACHE/onnx`` (default
+``$XDG_CACHE_HOME/minisci/onnx``, else ``~/.cache/minisci/onnx``) keyed by the model's files and the torch and
 onnxruntime versions, so a second call starts at once. Only the forward changes: tokenisation,
 windowing, length-sorted batching, the CRF's constrained Viterbi and the pipeline's post-processing
 are minisci's own, so any difference in output is the runtime's (``benchmarks/inference_speed.py``
