@@ -473,7 +473,10 @@ def test_a_large_split_file_is_said_before_and_after_it_is_read(tmp_path, monkey
 @pytest.mark.parametrize(
     "text,match",
     [
-        ("Aspirin\tB-Chemical\ncauses\tO\n", r"train\.txt:1: invalid JSON .*it looks like CoNLL \(declare format: conll"),
+        (
+            "Aspirin\tB-Chemical\ncauses\tO\n",
+            r"train\.txt:1: invalid JSON .*it looks like CoNLL \(declare format: conll",
+        ),
         ("The DT O O\ncells NN I-NP I-cell_type\n", r"train\.txt:1: invalid JSON .*it looks like CoNLL"),
     ],
 )
