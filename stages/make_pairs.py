@@ -1,5 +1,7 @@
 """Stage make_pairs: BERT-style next-sentence-prediction pairs (50% IsNext, 50% NotNext) with a
-held-out split built from held-out documents.
+held-out split built from held-out documents. With pretrain.nsp false nothing reads pairs
+(pretrain_data packs the documents into blocks), so none are made: a corpus of one-sentence
+documents, which has none to make, pretrains too.
 
 Usage: python stages/make_pairs.py --docs data/corpus/documents.jsonl --out data/pairs --metrics metrics/make_pairs.json
 """
@@ -13,6 +15,7 @@ import time
 from minisci.config import MakePairsConfig, load_section
 from minisci.data.pairs import make_pairs
 from minisci.io import atomic_path, write_json, write_jsonl
+from minisci.pretrain.seeds import load_pretrain
 from minisci.stage import description, run_stage
 
 
@@ -25,14 +28,23 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     cfg = load_section(MakePairsConfig, "make_pairs", args.params)
+    nsp = load_pretrain(args.params)[0].nsp
     start = time.perf_counter()
-    train, heldout, metrics = make_pairs(args.docs, cfg)
+    if nsp:
+        train, heldout, metrics = make_pairs(args.docs, cfg)
+    else:
+        train, heldout, metrics = [], [], {"pairs_made": False, "train": {"pairs": 0}, "heldout": {"pairs": 0}}
     with atomic_path(args.out) as out:
         out.mkdir()
         write_jsonl(out / "train.jsonl", train)
         write_jsonl(out / "heldout.jsonl", heldout)
     metrics["wall_seconds"] = round(time.perf_counter() - start, 1)
     write_json(args.metrics, metrics)
+    if not nsp:
+        print(
+            f"make_pairs: none made: pretrain.nsp is false, so pretrain_data packs the documents into blocks -> {args.out}"
+        )
+        return
     print(
         f"make_pairs: {len(train)} train / {len(heldout)} held-out pairs "
         f"(IsNext {metrics['train']['isnext_fraction']:.2%}) -> {args.out}"

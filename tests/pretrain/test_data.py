@@ -132,3 +132,43 @@ def test_a_tokenizer_that_reads_the_text_as_unk_only_is_one_line_and_no_output(t
         "(words read as [UNK]): the tokenizer does not fit the text; use the model's own"
     )
     assert not out.exists() and not (tmp_path / "m.json").exists()
+
+
+def test_one_sentence_documents_pretrain_with_nsp_off(tmp_path, capsys):
+    """A corpus of one-sentence documents has no sentence pairs: with pretrain.nsp false make_pairs
+    makes none (nothing reads them) and pretrain_data packs the documents; with nsp true the pairs
+    are needed, and their absence is one line."""
+    import make_pairs
+
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    docs = tmp_path / "documents.jsonl"
+    docs.write_text(
+        "".join(
+            json.dumps(
+                {"id": f"d{i}", "domain": "bio", "sentences": [" ".join(words[(i + k) % 10] for k in range(12)) + "."]}
+            )
+            + "\n"
+            for i in range(40)
+        )
+    )
+    argv = ["--docs", str(docs), "--out", str(tmp_path / "pairs"), "--metrics", str(tmp_path / "pairs.json")]
+    for nsp in (True, False):
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params({"pretrain": {"nsp": nsp}})))
+        capsys.readouterr()
+        with contextlib.chdir(tmp_path):
+            rc = run_stage(make_pairs.main, [*argv, "--params", "params.yaml"])
+        out = capsys.readouterr()
+        if nsp:
+            assert (
+                rc == 1
+                and out.err.strip() == "error: make_pairs: no document has two sentences; cannot build sentence pairs"
+            )
+            assert not (tmp_path / "pairs").exists()
+    assert rc == 0 and "none made: pretrain.nsp is false" in out.out
+    assert [(tmp_path / "pairs" / f).read_text() for f in ("train.jsonl", "heldout.jsonl")] == ["", ""]
+    assert json.loads((tmp_path / "pairs.json").read_text())["pairs_made"] is False
+    (tmp_path / "pairs" / "documents.jsonl").write_text(docs.read_text())  # where run_data_stage reads them
+    p = tiny_params({"pretrain": {"nsp": False, "max_seq_length": 16}})
+    proc = run_data_stage(tmp_path, tmp_path / "pairs", p, capsys)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((tmp_path / "m.json").read_text())["layout"] == "blocks"
