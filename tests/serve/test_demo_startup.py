@@ -1,5 +1,5 @@
 """``minisci demo`` checks its models before it starts a server, and its --help shows an example
-and the default port. No model is loaded: the checks read config.json only."""
+and the default port. No model is loaded: the checks read config.json and the weights' header only."""
 
 from __future__ import annotations
 
@@ -13,12 +13,19 @@ from conftest import REPO
 from minisci.serve import cli, demo
 
 
-def fake_model(path: Path, arch: str, labels: list[str]) -> Path:
-    """A model directory as far as the start-up check reads it: config.json and a weights file."""
+def fake_model(path: Path, arch: str, labels: list[str], head: int | None = None) -> Path:
+    """A model directory as far as the start-up check reads it: config.json and a weights file whose
+    head has ``head`` outputs (default: one per label)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
     path.mkdir(parents=True)
     config = {"architectures": [arch], "id2label": dict(enumerate(labels)), "model_type": "bert"}
     (path / "config.json").write_text(json.dumps(config))
-    (path / "model.safetensors").write_bytes(b"")
+    n = len(labels) if head is None else head
+    save_file(
+        {"classifier.bias": np.zeros(n, dtype=np.float32)} if n else {"x": np.zeros(1)}, path / "model.safetensors"
+    )
     return path
 
 
@@ -56,9 +63,24 @@ def test_good_models_start_the_server(models, launched):
         ("--embeddings", "missing", r"minisci demo --embeddings: .*missing: not a model directory"),
         ("--embeddings", "ner", r"minisci demo --embeddings: .*ner: a fine-tuned NER model \(architecture Bert"),
         ("--index", "enc", r"minisci demo --index: .*enc: not an index \(no index.json\)"),
+        (
+            "--ner",
+            "relabelled",
+            r"minisci demo --ner: .*relabelled: config.json has 5 labels .* but the head in "
+            r"model.safetensors has 3 \(classifier.bias: shape \[3\]\)",
+        ),
+        (
+            "--cite",
+            "unreadable",
+            r"minisci demo --cite: .*unreadable/model.safetensors: not a readable safetensors file",
+        ),
     ],
 )
 def test_a_bad_model_is_one_line_before_the_server_starts(models, launched, tmp_path, capsys, option, bad, message):
+    labels = ["O", "B-Chemical", "I-Chemical", "B-Disease", "I-Disease"]
+    fake_model(tmp_path / "relabelled", "BertForTokenClassification", labels, head=3)
+    fake_model(tmp_path / "unreadable", "BertForSequenceClassification", ["a", "b"])
+    (tmp_path / "unreadable/model.safetensors").write_bytes(b"\x00")
     path = {"cite": models["--cite"], "ner": models["--ner"], "enc": models["--embeddings"]}.get(bad, tmp_path / bad)
     assert cli.main(argv(models, **{option: path})) == 1
     err = capsys.readouterr().err

@@ -186,16 +186,18 @@ DEMO_EXAMPLE = f"""example:
 
 def check_models(args) -> None:
     """Every model the page uses, checked before the server starts: a wrong path is one line now, not
-    an error at the first click. Only config.json and the index's files are read."""
-    from minisci.serve.models import check_encoder, check_task, check_weights, read_config
+    an error at the first click. Only config.json, the weights' header and the index's files are read."""
+    from minisci.serve.models import check_encoder, check_head, check_task, check_weights, read_config
     from minisci.tasks import registry
 
     for option, path, command in (("--ner", args.ner, "ner"), ("--cite", args.cite, "cite")):
         if path is None:  # the project fine-tunes no dataset of this task: its tab says so
             continue
         try:
-            check_task(Path(path), read_config(path), registry.of_command(command))
+            config = read_config(path)
+            check_task(Path(path), config, registry.of_command(command))
             check_weights(path)
+            check_head(path, config)
         except MinisciError as e:
             raise MinisciError(f"minisci demo {option}: {e}") from None
     try:

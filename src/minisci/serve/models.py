@@ -78,6 +78,32 @@ def check_weights(model_dir: str | Path) -> None:
     raise MinisciError(f"{path}: no model weights (model.safetensors)")
 
 
+HEAD_OUTPUTS = ("classifier.bias", "classifier.out_proj.bias", "crf.transitions", "crf.start", "crf.end")
+
+
+def check_head(model_dir: str | Path, config: dict) -> None:
+    """The head in ``model.safetensors`` has one output per label of ``config.json``, read from the
+    file's header alone (no weight is loaded), so a label map replaced after training is one line
+    before a server starts, as it is when the model loads. Sharded weights are checked as they load."""
+    path = Path(model_dir)
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        return
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(weights), framework="numpy") as f:
+            shapes = {k: list(f.get_slice(k).get_shape()) for k in f.keys() if k.endswith(HEAD_OUTPUTS)}
+    except (SafetensorError, OSError) as e:
+        raise MinisciError(f"{weights}: not a readable safetensors file ({' '.join(str(e).split())})") from None
+    n = len(config["id2label"]) if config.get("id2label") else config.get("num_labels")
+    if not isinstance(n, int):
+        return
+    wrong = [(k, shape, [n, *shape[1:]]) for k, shape in shapes.items() if shape[:1] != [n]]
+    if wrong:
+        raise MinisciError(mismatch_message(path, n, wrong))
+
+
 def check_task(model_dir: str | Path, config: dict, kind: TaskKind) -> None:
     """Refuse a model whose architecture or label map does not fit the task ``kind``: its head, and
     labels that are neither generic (``LABEL_0``) nor invalid for the kind (B-/I-/O for NER)."""
