@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         default="models/embeddings",
         help="encoder directory: a sentence-transformers model (its own pooling) or a plain encoder (mean-pooled); "
-        "default: models/embeddings, the encoder finetune_embeddings found better on its dev queries",
+        "the default is the encoder finetune_embeddings found better on its dev queries",
     )
     sp.add_argument(
         "--docs", required=True, help="JSONL documents (-: standard input; a pipe such as <(zcat papers.jsonl.gz) too)"
