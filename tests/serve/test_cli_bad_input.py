@@ -507,6 +507,28 @@ def test_texts_and_a_file_together_are_a_usage_error(assets, tmp_path, capsys, t
     )
 
 
+@pytest.mark.parametrize(
+    "argv, unknown",
+    [
+        (["ner", "--model", "m", "--max-length", "8", "aspirin"], "--max-length"),
+        (["cite", "--model", "m", "--stride", "4", "aspirin"], "--stride"),
+        (["index", "--docs", "d.jsonl", "--out", "o", "--exclude", "Ada"], "--exclude Ada"),
+        (["search", "--index", "i", "--stride", "4", "aspirin"], "--stride"),
+        (["reviewers", "--index", "i", "a.txt", "--max-length", "8"], "--max-length 8"),
+        (["demo", "--nope"], "--nope"),
+    ],
+)
+def test_an_option_the_command_does_not_take_names_the_command(capsys, argv, unknown):
+    """An option the command does not take is blamed on the command, whose --help lists its options,
+    not on `minisci`, whose help lists none of them."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: minisci {argv[0]}: unrecognized arguments: {unknown} (see `minisci {argv[0]} --help`)\n"
+    )
+
+
 def test_file_dash_is_standard_input_and_help_says_so(assets, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"patients received aspirin\n\nheparin too\n")))
     assert cli.main(["cite", "--model", str(assets["cite"]), "--file", "-", "--jsonl"]) == 0

@@ -4,6 +4,7 @@ an entity as the input wrote it, and a fine-tuning stage's last line says where 
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 from conftest import REPO
@@ -82,3 +83,13 @@ def test_each_commands_precision_help_describes_its_own_output(capsys):
     for command in ("cite", "index"):
         option = helps[command].split(" --", 1)[0]
         assert not any(word in option for word in ("NER", "CRF", "Viterbi", "entities")), option
+
+
+@pytest.mark.parametrize("command", ["ner", "cite", "index", "search", "reviewers", "demo"])
+def test_each_option_states_its_default_once(command, capsys):
+    """The formatter adds "(default: X)" to an option with a default; its help text does not say it again."""
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    options = re.split(r"\n  (?=-)", capsys.readouterr().out.split("\noptions:\n", 1)[1])
+    for option in options:
+        assert " ".join(option.split()).count("default: ") <= 1, option

@@ -290,7 +290,6 @@ def build_parser() -> argparse.ArgumentParser:
         (CLASSIFICATION.command, cmd_cite, "classify citation intent: background / method / result"),
     ):
         sp = add(name, fn, help_)
-        sp.set_defaults(usage_error=sp.error)  # texts and --file together: a usage error found after parsing
         sp.add_argument(
             "text",
             nargs="*",
@@ -325,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         default="models/embeddings",
         help="encoder directory: a sentence-transformers model (its own pooling) or a plain encoder (mean-pooled); "
-        "default: models/embeddings, the encoder finetune_embeddings found better on its dev queries",
+        "the default is the encoder finetune_embeddings found better on its dev queries",
     )
     sp.add_argument(
         "--docs", required=True, help="JSONL documents (-: standard input; a pipe such as <(zcat papers.jsonl.gz) too)"
@@ -383,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     from minisci.serve.demo import add_demo_parser  # `minisci demo`: its options live beside its launcher
 
     add_demo_parser(sub)
+    # A usage error found after parsing (texts and --file together, an unknown option) names the command
+    # and its --help, not `minisci`, whose help lists no command's options
+    for sp in sub.choices.values():
+        sp.set_defaults(usage_error=sp.error)
     return p
 
 
@@ -419,7 +422,10 @@ EXIT_BROKEN_PIPE = 141
 
 
 def _run(argv: list[str] | None) -> int | None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would blame `minisci` itself for an option the command does not take
+        args.usage_error(f"unrecognized arguments: {' '.join(unknown)}")
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
