@@ -247,7 +247,7 @@ def report(root: Path, other: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("other", type=Path, help="the other project's root (a checkout after its dvc repro)")
-    p.add_argument("--root", type=Path, default=Path.cwd(), help="this project's root (default: the current folder)")
+    p.add_argument("--root", type=Path, default=REPO, help="this project's root (default: this checkout)")
     args = p.parse_args(argv)
     print(report(args.root.resolve(), args.other.resolve()))
 

@@ -17,6 +17,7 @@ Usage: python benchmarks/corpus_scale.py --before /work/wt-base --sizes 1 10 40 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -143,24 +144,57 @@ def run_size(n: int, args, work: Path) -> list[tuple]:
     return rows
 
 
+def positive_int(text: str) -> int:
+    """An argparse type for counts and sizes: an int >= 1, else a one-line usage error (``machine.py``'s,
+    without importing torch)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def scratch(work: str | None, prefix: str):
+    """The scratch folder: ``work`` (made if missing, kept), or a temporary one removed afterwards, when
+    the run fails or is interrupted too."""
+    if work:
+        Path(work).mkdir(parents=True, exist_ok=True)
+        return contextlib.nullcontext(work)
+    return tempfile.TemporaryDirectory(prefix=prefix)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--before", required=True, help="a checkout of the code before the catalogue (commit 31be0c5)")
-    p.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 40], help="replication factors of the pool")
+    p.add_argument("--sizes", type=positive_int, nargs="+", default=[1, 10, 40], help="replication factors of the pool")
     p.add_argument(
         "--variants", nargs="+", default=["before", "after"], choices=["before", "after"], help="which code to run"
     )
     p.add_argument("--work", default=None, help="scratch folder for the replicated pools (default: a temporary one)")
     args = p.parse_args(argv)
+    if "before" in args.variants:
+        stage = Path(args.before) / "stages/sample_corpus.py"
+        if not stage.is_file() or not (Path(args.before) / "params.yaml").is_file():
+            p.error(f"--before {args.before}: not a checkout of this repository (no stages/sample_corpus.py)")
+        if "--raw" not in stage.read_text(encoding="utf-8"):
+            p.error(
+                f"--before {args.before}: not the code before the corpus catalogue (its sample_corpus takes no --raw); "
+                "check out commit 31be0c5 there"
+            )
+    for need in ("data/raw/corpus", "data/prepared"):
+        if not (REPO / need).is_dir():
+            p.error(f"{REPO / need}: not found (run: dvc repro prepare_data)")
     sys.path.insert(0, str(REPO / "src"))
     from minisci.training import cpu_info
 
     model, flags = cpu_info()
     print(f"machine: {model}, {len(os.sched_getaffinity(0))} cores | avx2={'yes' if 'avx2' in flags else 'no'} "
           f"avx512f={'yes' if 'avx512f' in flags else 'no'} | load average {os.getloadavg()[0]:.1f} at start")  # fmt: skip
-    work = Path(args.work or tempfile.mkdtemp(prefix="corpus_scale."))
-    for n in args.sizes:
-        run_size(n, args, work)
+    with scratch(args.work, "corpus_scale.") as work:
+        for n in args.sizes:
+            run_size(n, args, Path(work))
 
 
 if __name__ == "__main__":

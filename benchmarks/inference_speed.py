@@ -90,9 +90,9 @@ def main(argv=None) -> None:
     p.add_argument("--cite-model", default="models/finetune_classification/scicite/adapted")
     p.add_argument("--n", type=positive_int, default=400, help="texts timed per task")
     p.add_argument("--rounds", type=positive_int, default=2)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
-    p.add_argument("--peer-batch-size", type=int, default=32, help="the batched pipeline peer's batch_size")
+    p.add_argument("--peer-batch-size", type=positive_int, default=32, help="the batched pipeline peer's batch_size")
     p.add_argument("--onnx", choices=("int8", "fp32", "none"), default="int8", help="ONNX Runtime peers to run")
     args = p.parse_args(argv)
     hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads

@@ -20,13 +20,12 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_scale import REPO, measure  # noqa: E402
+from corpus_scale import REPO, measure, positive_int, scratch  # noqa: E402
 
 
 def write_corpus(folder: Path, n: int, kb: int, seed: int = 0) -> int:
@@ -60,9 +59,9 @@ def run(code: Path, corpus: Path, out: Path, n_docs: int) -> tuple[float, float,
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--before", required=True, help="a checkout of the code to compare with (e.g. a git worktree)")
-    p.add_argument("--files", type=int, default=150, help="text files per corpus (default 150)")
-    p.add_argument("--sizes-kb", type=int, nargs="+", default=[100, 1024, 4096], help="KiB per file")
-    p.add_argument("--n-docs", type=int, default=20, help="sample_corpus.n_docs for the run (default 20)")
+    p.add_argument("--files", type=positive_int, default=150, help="text files per corpus (default 150)")
+    p.add_argument("--sizes-kb", type=positive_int, nargs="+", default=[100, 1024, 4096], help="KiB per file")
+    p.add_argument("--n-docs", type=positive_int, default=20, help="sample_corpus.n_docs for the run (default 20)")
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     args = p.parse_args(argv)
     if not (Path(args.before) / "stages/sample_corpus.py").is_file():
@@ -75,24 +74,25 @@ def main(argv: list[str] | None = None) -> None:
     model, flags = cpu_info()
     print(f"machine: {model}, {len(os.sched_getaffinity(0))} cores | avx512f={'yes' if 'avx512f' in flags else 'no'} "
           f"| load average {os.getloadavg()[0]:.1f} at start")  # fmt: skip
-    work = Path(args.work or tempfile.mkdtemp(prefix="long_documents."))
-    print("| files × KiB | corpus MB | before: s, peak PSS MB (largest RSS) | now: s, peak PSS MB (largest RSS) "
-          "| PSS now/before | sample |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
-    for kb in args.sizes_kb:
-        corpus = work / f"{kb}" / "corpora" / "long"
-        mb = write_corpus(corpus, args.files, kb) / 1e6
-        rows = {}
-        for label, code in (("before", Path(args.before).resolve()), ("now", REPO)):
-            rows[label] = run(code, corpus, work / f"{kb}" / label, args.n_docs)
-        same = [(work / f"{kb}" / x / "corpus/documents.jsonl").read_bytes() for x in ("before", "now")]
-        (bw, bt, bo), (nw, nt, no) = rows["before"], rows["now"]
-        print(
-            f"| {args.files} × {kb:,} | {mb:,.0f} | {bw:.1f}, {bt:,.0f} ({bo:,.0f}) | {nw:.1f}, {nt:,.0f} ({no:,.0f}) "
-            f"| {nt / bt:.2f} | {'identical' if same[0] == same[1] else 'DIFFERENT'} |",
-            flush=True,
-        )
-        shutil.rmtree(work / f"{kb}")
+    with scratch(args.work, "long_documents.") as work:
+        work = Path(work)
+        print("| files × KiB | corpus MB | before: s, peak PSS MB (largest RSS) | now: s, peak PSS MB (largest RSS) "
+              "| PSS now/before | sample |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for kb in args.sizes_kb:
+            corpus = work / f"{kb}" / "corpora" / "long"
+            mb = write_corpus(corpus, args.files, kb) / 1e6
+            rows = {}
+            for label, code in (("before", Path(args.before).resolve()), ("now", REPO)):
+                rows[label] = run(code, corpus, work / f"{kb}" / label, args.n_docs)
+            same = [(work / f"{kb}" / x / "corpus/documents.jsonl").read_bytes() for x in ("before", "now")]
+            (bw, bt, bo), (nw, nt, no) = rows["before"], rows["now"]
+            print(
+                f"| {args.files} × {kb:,} | {mb:,.0f} | {bw:.1f}, {bt:,.0f} ({bo:,.0f}) | {nw:.1f}, {nt:,.0f} ({no:,.0f}) "
+                f"| {nt / bt:.2f} | {'identical' if same[0] == same[1] else 'DIFFERENT'} |",
+                flush=True,
+            )
+            shutil.rmtree(work / f"{kb}")
 
 
 if __name__ == "__main__":

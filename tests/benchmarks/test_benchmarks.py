@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -644,6 +645,12 @@ def test_pretrain_benchmark_refuses_compile_with_padding_only(benchmarks, capsys
         ("embedding_throughput", ["--n", "-3"]),
         ("finetune_throughput", ["--steps", "0"]),
         ("inference_speed", ["--rounds", "0"]),
+        ("inference_speed", ["--batch-size", "0"]),
+        ("inference_speed", ["--peer-batch-size", "-2"]),
+        ("long_documents", ["--files", "0", "--before", "."]),
+        ("long_documents", ["--sizes-kb", "100", "0", "--before", "."]),
+        ("long_documents", ["--n-docs", "0", "--before", "."]),
+        ("corpus_scale", ["--sizes", "0", "--before", "."]),
     ],
 )
 def test_benchmarks_refuse_counts_below_one_with_a_usage_error(benchmarks, capsys, script, argv):
@@ -653,6 +660,49 @@ def test_benchmarks_refuse_counts_below_one_with_a_usage_error(benchmarks, capsy
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {argv[0]}: expected an integer >= 1, got" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("before", "message"),
+    [
+        ("missing", "--before {before}: not a checkout of this repository (no stages/sample_corpus.py)"),
+        (
+            "now",
+            "--before {before}: not the code before the corpus catalogue (its sample_corpus takes no --raw); "
+            "check out commit 31be0c5 there",
+        ),
+    ],
+)
+def test_corpus_scale_refuses_a_wrong_before_checkout_before_any_work(benchmarks, tmp_path, capsys, before, message):
+    import corpus_scale
+
+    path = tmp_path / "missing" if before == "missing" else REPO  # this checkout: the catalogue's code
+    with pytest.raises(SystemExit) as exit_info:
+        corpus_scale.main(["--before", str(path), "--sizes", "1", "--work", str(tmp_path / "w")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith(message.format(before=path))
+    assert "Traceback" not in err and not (tmp_path / "w").exists()
+
+
+def test_scale_benchmarks_remove_their_temporary_scratch_when_a_stage_fails(benchmarks):
+    import corpus_scale
+
+    with pytest.raises(SystemExit), corpus_scale.scratch(None, "corpus_scale.") as work:
+        (Path(work) / "1x").mkdir()
+        raise SystemExit("failed (1): a stage")
+    assert not Path(work).exists()
+
+
+def test_compare_runs_defaults_to_this_checkout_from_another_folder(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import compare_runs
+
+    seen = []
+    monkeypatch.setattr(compare_runs, "report", lambda root, other: seen.append((root, other)) or "")
+    monkeypatch.chdir(tmp_path)
+    compare_runs.main(["elsewhere"])
+    assert seen == [(REPO, tmp_path / "elsewhere")]
 
 
 def test_pretrain_padding_line_bounds_packing_by_ours_padded_share(benchmarks):
