@@ -1349,6 +1349,12 @@ def parse(argv):
         p.error("give either --prepare DIR or a prepared folder to run")
     if args.prepare and (args.work or args.data or args.log):
         p.error("--work, --data and --log belong to the run, not to --prepare")
+    if args.mirror is not None and not Path(args.mirror).is_dir():
+        p.error(f"--mirror {args.mirror}: not a folder (the data mirror, with MANIFEST.tsv)")
+    if args.data is not None and not Path(args.data).is_dir():
+        p.error(f"--data {args.data}: not a folder (the folder's unpacked data; leave it out to unpack here)")
+    if args.log is not None and not Path(args.log).resolve().parent.is_dir():
+        p.error(f"--log {args.log}: its folder does not exist")
     return args
 
 
@@ -1363,6 +1369,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.mirror
                 else (REPO / "tests/fixtures/mirror" if args.tiny else REPO.parent / "shared/data")
             )
+            if not mirror.is_dir():  # the default one: said now, not after the model is built
+                raise CheckError(f"{mirror}: no data mirror there; pass --mirror DIR")
             m = prepare(Path(args.prepare), mirror, args.tiny, wheels=not (args.no_wheels or args.tiny))
             print(f"gpu_check --prepare: {args.prepare}: {m['mib']:.1f} MiB (limit {LIMIT_MIB}): {m['mib_by_part']}; "
                   f"wheels: {', '.join(m['wheels']) or 'none'}; {m['prepare_seconds']:.0f} s")  # fmt: skip

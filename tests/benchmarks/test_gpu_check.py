@@ -32,6 +32,9 @@ def gc(monkeypatch):
         (["folder", "--prepare", "x"], "give either --prepare DIR or a prepared folder"),
         (["--prepare", "x", "--log", "l.json"], "belong to the run, not to --prepare"),
         (["folder", "--device", "tpu"], "invalid choice: 'tpu'"),
+        (["--prepare", "x", "--mirror", "/no/such/mirror"], "--mirror /no/such/mirror: not a folder"),
+        (["folder", "--data", "/no/such/data"], "--data /no/such/data: not a folder"),
+        (["folder", "--log", "/no/such/dir/log.json"], "--log /no/such/dir/log.json: its folder does not exist"),
     ],
 )
 def test_bad_arguments_are_one_usage_line(gc, capsys, argv, message):
@@ -46,6 +49,15 @@ def test_a_folder_without_manifest_is_one_line(gc, tmp_path, capsys, monkeypatch
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "no manifest.json; build the folder with --prepare first" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_missing_default_mirror_is_one_line_before_any_work(gc, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(gc, "REPO", tmp_path / "repo")  # its ../shared/data does not exist
+    monkeypatch.setattr(gc, "prepare", lambda *a, **k: pytest.fail("prepared without a mirror"))
+    assert gc.main(["--prepare", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {tmp_path / 'shared/data'}: no data mirror there; pass --mirror DIR\n"
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
