@@ -144,6 +144,16 @@ def run_size(n: int, args, work: Path) -> list[tuple]:
     return rows
 
 
+def print_machine() -> None:
+    """The CPU, its cores and flags, and the load at the start (``machine.py``'s, without importing torch)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from minisci.training import cpu_info
+
+    model, flags = cpu_info()
+    print(f"machine: {model}, {len(os.sched_getaffinity(0))} cores | avx2={'yes' if 'avx2' in flags else 'no'} "
+          f"avx512f={'yes' if 'avx512f' in flags else 'no'} | load average {os.getloadavg()[0]:.1f} at start")  # fmt: skip
+
+
 def positive_int(text: str) -> int:
     """An argparse type for counts and sizes: an int >= 1, else a one-line usage error (``machine.py``'s,
     without importing torch)."""
@@ -186,12 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     for need in ("data/raw/corpus", "data/prepared"):
         if not (REPO / need).is_dir():
             p.error(f"{REPO / need}: not found (run: dvc repro prepare_data)")
-    sys.path.insert(0, str(REPO / "src"))
-    from minisci.training import cpu_info
-
-    model, flags = cpu_info()
-    print(f"machine: {model}, {len(os.sched_getaffinity(0))} cores | avx2={'yes' if 'avx2' in flags else 'no'} "
-          f"avx512f={'yes' if 'avx512f' in flags else 'no'} | load average {os.getloadavg()[0]:.1f} at start")  # fmt: skip
+    print_machine()
     with scratch(args.work, "corpus_scale.") as work:
         for n in args.sizes:
             run_size(n, args, Path(work))

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_scale import REPO, measure, positive_int, scratch  # noqa: E402
+from corpus_scale import REPO, measure, positive_int, print_machine, scratch  # noqa: E402
 
 
 def write_corpus(folder: Path, n: int, kb: int, seed: int = 0) -> int:
@@ -68,12 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--before {args.before}: not a checkout of this repository (no stages/sample_corpus.py)")
     if not (REPO / "data/prepared").is_dir():
         p.error(f"{REPO / 'data/prepared'}: not found (run: dvc repro prepare_data)")
-    sys.path.insert(0, str(REPO / "src"))
-    from minisci.training import cpu_info
-
-    model, flags = cpu_info()
-    print(f"machine: {model}, {len(os.sched_getaffinity(0))} cores | avx512f={'yes' if 'avx512f' in flags else 'no'} "
-          f"| load average {os.getloadavg()[0]:.1f} at start")  # fmt: skip
+    print_machine()
     with scratch(args.work, "long_documents.") as work:
         work = Path(work)
         print("| files × KiB | corpus MB | before: s, peak PSS MB (largest RSS) | now: s, peak PSS MB (largest RSS) "
