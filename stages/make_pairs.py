@@ -14,6 +14,7 @@ import time
 
 from minisci.config import MakePairsConfig, load_section
 from minisci.data.pairs import make_pairs
+from minisci.data.readers import iter_sample
 from minisci.io import atomic_path, write_json, write_jsonl
 from minisci.pretrain.seeds import load_pretrain
 from minisci.stage import description, run_stage
@@ -33,7 +34,9 @@ def main(argv: list[str] | None = None) -> None:
     if nsp:
         train, heldout, metrics = make_pairs(args.docs, cfg)
     else:
-        train, heldout, metrics = [], [], {"pairs_made": False, "train": {"pairs": 0}, "heldout": {"pairs": 0}}
+        n_docs = sum(1 for _ in iter_sample(args.docs))  # the documents are still checked: pretrain_data packs them
+        train, heldout = [], []
+        metrics = {"pairs_made": False, "documents": n_docs, "train": {"pairs": 0}, "heldout": {"pairs": 0}}
     with atomic_path(args.out) as out:
         out.mkdir()
         write_jsonl(out / "train.jsonl", train)

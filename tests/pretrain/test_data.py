@@ -166,7 +166,17 @@ def test_one_sentence_documents_pretrain_with_nsp_off(tmp_path, capsys):
             assert not (tmp_path / "pairs").exists()
     assert rc == 0 and "none made: pretrain.nsp is false" in out.out
     assert [(tmp_path / "pairs" / f).read_text() for f in ("train.jsonl", "heldout.jsonl")] == ["", ""]
-    assert json.loads((tmp_path / "pairs.json").read_text())["pairs_made"] is False
+    m = json.loads((tmp_path / "pairs.json").read_text())
+    m.pop("wall_seconds")
+    assert m == {"pairs_made": False, "documents": 40, "train": {"pairs": 0}, "heldout": {"pairs": 0}}
+    bad = tmp_path / "bad.jsonl"  # the documents are still checked with nsp off: pretrain_data reads them next
+    bad.write_text('{"id": 1}\n')
+    with contextlib.chdir(tmp_path):
+        rc = run_stage(
+            make_pairs.main, ["--docs", str(bad), "--out", "other", "--metrics", "o.json", "--params", "params.yaml"]
+        )
+    assert rc == 1 and capsys.readouterr().err.startswith(f"error: {bad}:1: expected {{'id': str")
+    assert not (tmp_path / "other").exists()
     (tmp_path / "pairs" / "documents.jsonl").write_text(docs.read_text())  # where run_data_stage reads them
     p = tiny_params({"pretrain": {"nsp": False, "max_seq_length": 16}})
     proc = run_data_stage(tmp_path, tmp_path / "pairs", p, capsys)
