@@ -7,13 +7,16 @@ the time of *any* exact implementation: no tokenisation, no layer norm, no post-
 padding, every product at peak. The reference's time divided by that bound is the highest ratio an
 exact implementation could print; a target above it needs fewer or cheaper (lower-precision) FLOPs.
 The same bound with the peak bfloat16 rate is printed beside it.
+
+A module imported by the other benchmark scripts, not a command. torch is imported where a rate is
+measured, so that a script importing it still answers ``--help`` at once (and gpu_check.py's count,
+:func:`encoder_flops`, needs none).
 """
 
 from __future__ import annotations
 
+import sys
 import time
-
-import torch
 
 
 def encoder_flops(config, lengths) -> float:
@@ -24,23 +27,26 @@ def encoder_flops(config, lengths) -> float:
     return float(sum(layers * 2 * n * (4 * d * d + 2 * d * inter + 2 * n * d) for n in lengths))
 
 
-@torch.inference_mode()
-def peak_matmul_flops(config, dtype: torch.dtype = torch.float32, windows: int = 5, seconds: float = 0.1) -> float:
-    """The best FLOP/s of this CPU's matrix products in ``dtype`` and the encoder's own shapes, measured
-    now (best window of each shape, so a busy moment lowers the peak less, and the ceiling is not too low)."""
+def peak_matmul_flops(config, dtype, windows: int = 5, seconds: float = 0.1) -> float:
+    """The best FLOP/s of this CPU's matrix products in ``dtype`` (a torch dtype) and the encoder's own
+    shapes, measured now (best window of each shape, so a busy moment lowers the peak less, and the
+    ceiling is not too low)."""
+    import torch
+
     d, inter = config.hidden_size, config.intermediate_size
     best = 0.0
-    for rows in (256, 1024):
-        for k, n in ((d, inter), (inter, d), (d, d)):
-            x, w = torch.randn(rows, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
-            for _ in range(3):
-                torch.nn.functional.linear(x, w)
-            for _ in range(windows):
-                calls, start = 0, time.perf_counter()
-                while (elapsed := time.perf_counter() - start) < seconds:
+    with torch.inference_mode():
+        for rows in (256, 1024):
+            for k, n in ((d, inter), (inter, d), (d, d)):
+                x, w = torch.randn(rows, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
+                for _ in range(3):
                     torch.nn.functional.linear(x, w)
-                    calls += 1
-                best = max(best, 2 * rows * k * n * calls / elapsed)
+                for _ in range(windows):
+                    calls, start = 0, time.perf_counter()
+                    while (elapsed := time.perf_counter() - start) < seconds:
+                        torch.nn.functional.linear(x, w)
+                        calls += 1
+                    best = max(best, 2 * rows * k * n * calls / elapsed)
     return best
 
 
@@ -48,6 +54,8 @@ def ceiling_line(config, lengths, t_reference: float) -> str:
     """One line: the matrix-product FLOPs of these inputs, and the highest ratio over ``t_reference`` that
     an implementation doing only those products at this CPU's peak could reach, exactly (fp32) and in
     bfloat16 (see minisci.serve.precision)."""
+    import torch
+
     flops = encoder_flops(config, lengths)
     parts = []
     for name, dtype in (("exact fp32", torch.float32), ("bf16", torch.bfloat16)):
@@ -57,3 +65,12 @@ def ceiling_line(config, lengths, t_reference: float) -> str:
         f"  ceiling: {flops / 1e9:,.1f} GFLOP of matrix products at this CPU's peak rates (measured now); "
         + "; ".join(parts)
     )
+
+
+if __name__ == "__main__":
+    print(
+        "roofline.py is a module imported by the other benchmark scripts (embedding_throughput.py, "
+        "gpu_check.py, inference_speed.py, pretrain_throughput.py, run_floor.py), not a command",
+        file=sys.stderr,
+    )
+    sys.exit(2)
