@@ -24,9 +24,9 @@ drift (bf16 minus fp32, paired by seed, against the fp32 seeds' spread). Refused
 without native bf16 (see ``minisci.training.resolve_precision``), unless ``--emulated-bf16``: then bf16
 autocast runs anyway, with its matrix products computed as native bf16 hardware computes them (bf16
 inputs, products summed in fp32, the result rounded to bf16) on the fp32 kernels: see
-:class:`EmulatedBf16Gemms`. The CPU's own emulated bf16 products are ~25x slower than fp32, which would
-make three seeds take hours. So the drift row holds, but the speed row says nothing about a native-bf16
-CPU and is labelled so. Before the runs, one check step says how far emulated bf16 and the CPU's own
+``finetune_variants.EmulatedBf16Gemms``. The CPU's own emulated bf16 products are ~25x slower than
+fp32, which would make three seeds take hours. So the drift row holds, but the speed row says nothing
+about a native-bf16 CPU and is labelled so. Before the runs, one check step says how far emulated bf16 and the CPU's own
 bf16 autocast each move the gradients from fp32 (they should move them alike).
 
 ``--epochs E``: E passes over the training set instead of --steps (the stage's schedule: its warm-up and
@@ -58,74 +58,21 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from pathlib import Path
 
-import torch
-from machine import positive_float, positive_int, print_machine
-from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import TrainerCallback
-from transformers.utils import logging as hf_logging
+from machine import HelpFormatter, positive_float, positive_int, print_machine
 
 from minisci.config import FinetuneClassificationConfig, FinetuneNerConfig, finetune_config, load_section
 from minisci.data.readers import Prepared, load_prepared
 from minisci.errors import ConfigError
-from minisci.finetune.common import WeightedLossTrainer, build_trainer, class_weights, score
 from minisci.serve.models import read_config
 from minisci.stage import run_command
 from minisci.tasks import registry
 from minisci.tasks.kind import TaskKind
-from minisci.training import resolve_precision
 
-
-class EmulatedBf16Gemms(TorchDispatchMode):
-    """Inside ``torch.autocast(dtype=bfloat16)``: its matrix products computed as native bf16 hardware
-    (AVX512-BF16, AMX) computes them, on the fp32 kernels. The bf16 inputs are upcast exactly, their products
-    are exact in fp32 (8-bit significands), the sums are fp32 and the result is rounded to bf16. Which ops
-    run in bf16, and every other op, stay autocast's own (this mode sits below autocast and autograd, so
-    the backward pass's products are covered too). Only the CPU's slow emulated bf16 GEMM is replaced."""
-
-    GEMMS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default})
-    GEMMS |= {torch.ops.aten.baddbmm.default}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func not in self.GEMMS or not any(_is_bf16(a) for a in args):
-            return func(*args, **kwargs)
-        out = func(*(_upcast(a) for a in args), **{k: _upcast(v) for k, v in kwargs.items()})
-        return out.to(torch.bfloat16)
-
-
-def _is_bf16(value) -> bool:
-    return isinstance(value, torch.Tensor) and value.dtype == torch.bfloat16
-
-
-def _upcast(value):
-    return value.float() if _is_bf16(value) else value
-
-
-def emulation_check(model, batch: dict) -> str:
-    """One step's gradients (dropout off) in fp32, in the CPU's own bf16 autocast and in emulated bf16:
-    how far each bf16 moves them from fp32, relative to their norm. Alike means the emulation's drift
-    stands for bf16's."""
-    model.eval()  # no dropout: the three passes see the same network
-
-    def grads(emulated: bool | None) -> torch.Tensor:
-        model.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=emulated is not None):
-            with EmulatedBf16Gemms() if emulated else contextlib.nullcontext():
-                model(**batch).loss.backward()
-        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-
-    fp32, native, emulated = grads(None), grads(False), grads(True)
-    model.zero_grad()
-
-    def rel(g: torch.Tensor) -> float:
-        return float((g - fp32).norm() / fp32.norm())
-
-    return (
-        f"  emulation check, one step's gradients against fp32: the CPU's own bf16 autocast {rel(native):.2%}, "
-        f"emulated bf16 {rel(emulated):.2%}; the two against each other {float((native - emulated).norm() / fp32.norm()):.2%}"
-    )
+REPO = Path(__file__).resolve().parents[1]  # default inputs are this checkout's, from any folder
+# torch and transformers (and finetune_variants.py, which subclasses theirs) are imported where they are
+# used, after the arguments are parsed: --help and usage errors do not wait the seconds their import takes.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +88,8 @@ class Features:
 
     @classmethod
     def build(cls, kind: TaskKind, data: Prepared, tokenizer, cfg) -> Features:
+        from minisci.finetune.common import class_weights
+
         labels = kind.model_labels(data.labels)
         train = kind.encode(data.splits["train"], tokenizer, {v: k for k, v in enumerate(labels)}, cfg.max_length)
         weights = class_weights(kind.values(data.splits["train"]), labels, cfg.loss, cfg.beta)
@@ -151,6 +100,8 @@ class Features:
         return f"dev {self.kind.score_word}"
 
     def score(self, model, tokenizer, cfg) -> float:
+        from minisci.finetune.common import score
+
         dev = self.data.splits["dev"]
         return score(self.kind, model, tokenizer, dev, model.config.id2label, cfg)[0][self.kind.selection_key]
 
@@ -195,6 +146,7 @@ def load_model(model_dir: str, work: Features, seed: int, **config):
 
 def stock_trainer(model, tokenizer, ds, work: Features, cfg, seed: int, steps: int, out: str):
     """What a user of the Hugging Face examples runs: stock arguments, random batches, stock loss."""
+    import torch
     from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -224,13 +176,16 @@ def minisci_trainer(
     steps: int,
     out: str,
     emulated_bf16=False,
-    trainer_cls=WeightedLossTrainer,
+    trainer_cls=None,
     **arguments,
 ):
     """The stage's own trainer (``build_trainer``, which ``fit_and_select`` calls), stopping after ``steps``.
     ``emulated_bf16``: bf16 autocast on a CPU without native bf16, which ``training_arguments`` (rightly)
     refuses for a stage's run; ``arguments``: ``training_arguments``' own (``group_by_length=False``: random
-    batches); ``trainer_cls``: a subclass of ours (:class:`ShuffledGroupsTrainer`)."""
+    batches); ``trainer_cls``: a subclass of ours (``finetune_variants.ShuffledGroupsTrainer``; default ours,
+    ``WeightedLossTrainer``)."""
+    from minisci.finetune.common import WeightedLossTrainer, build_trainer
+
     if emulated_bf16:
         cfg, arguments = dataclasses.replace(cfg, precision="fp32"), {**arguments, "bf16": True}
     return build_trainer(
@@ -242,61 +197,10 @@ def minisci_trainer(
         cfg,
         seed,
         out,
-        trainer_cls=trainer_cls,
+        trainer_cls=trainer_cls or WeightedLossTrainer,
         max_steps=steps,
         **arguments,
     )
-
-
-class ShuffledBatches(torch.utils.data.Sampler):
-    """Another sampler's order cut into batches, the batches shuffled (torch's seeded global generator,
-    as the Trainer's own samplers use), a last partial batch kept last so that the loader's batches are
-    still the cut ones."""
-
-    def __init__(self, inner, batch_size: int):
-        self.inner, self.batch_size = inner, batch_size
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-    def __iter__(self):
-        order = list(self.inner)
-        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        tail = batches.pop() if batches and len(batches[-1]) < self.batch_size else []
-        for k in torch.randperm(len(batches)).tolist():
-            yield from batches[k]
-        yield from tail
-
-
-class ShuffledGroupsTrainer(WeightedLossTrainer):
-    """Ours, with its length-grouped batches in shuffled order."""
-
-    def _get_train_sampler(self, train_dataset=None):
-        batch = self.args.train_batch_size * self.args.gradient_accumulation_steps
-        return ShuffledBatches(super()._get_train_sampler(train_dataset), batch)
-
-
-class DevCurve(TrainerCallback):
-    """A Trainer callback: the dev score every ``every`` steps and after the last, with the training
-    seconds until then. The clock pauses while dev is scored: ``excluded`` is the scoring time, which
-    :func:`timed_run` takes off the side's training time."""
-
-    def __init__(self, every: int, score: Callable):
-        self.every, self.score = every, score
-        self.points: list[tuple[int, float, float]] = []  # (step, training seconds, dev score)
-        self.start = self.excluded = 0.0
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.start, self.excluded, self.points = time.perf_counter(), 0.0, []
-
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        if state.global_step % self.every and state.global_step != state.max_steps:
-            return
-        paused = time.perf_counter()
-        dev = self.score(model)
-        model.train()  # scoring switched it to eval
-        self.points.append((state.global_step, paused - self.start - self.excluded, dev))
-        self.excluded += time.perf_counter() - paused
 
 
 def timed_run(
@@ -304,6 +208,7 @@ def timed_run(
 ) -> dict:
     """Train one side for cfg's steps; real pieces per second, seconds, the dev score, and with
     ``eval_every`` the dev curve (the training seconds exclude its scoring)."""
+    from finetune_variants import DevCurve, EmulatedBf16Gemms
     from transformers.trainer_callback import PrinterCallback
 
     from minisci.trainer_progress import StageProgress
@@ -332,22 +237,26 @@ def summary(runs: list[dict], key: str, fmt: str) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     p.add_argument(
         "--task",
         choices=tuple(k.command for k in registry.KINDS.values()),
         default=registry.NER.command,
         help="ner: BC5CDR; cite: SciCite citation intent",
     )
-    p.add_argument("--data", help="a prepared dataset of the task (prepare_data); default: BC5CDR or SciCite")
-    p.add_argument("--model", default="models/adapted/13", help="encoder directory")
-    p.add_argument("--params", default="params.yaml", help="the task's hyperparameters are read from here")
+    p.add_argument(
+        "--data",
+        help="a prepared dataset of the task (prepare_data); default: the task's first dataset in --params "
+        "(BC5CDR, SciCite), under this checkout's data/prepared",
+    )
+    p.add_argument("--model", default=str(REPO / "models/adapted/13"), help="encoder directory")
+    p.add_argument("--params", default=str(REPO / "params.yaml"), help="the task's hyperparameters are read from here")
     length = p.add_mutually_exclusive_group()
     length.add_argument(
         "--steps", type=positive_int, default=100, help="optimizer steps per run, the same on both sides"
     )
     length.add_argument("--epochs", type=positive_float, help="passes over the training set instead of --steps")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one run per side and seed")
     p.add_argument("--batch-size", type=positive_int, help="override the task's batch_size")
     p.add_argument("--max-length", type=positive_int, help="override the task's max_length (word pieces)")
     p.add_argument(
@@ -382,6 +291,11 @@ def main(argv=None) -> None:
         p.error("--emulated-bf16 goes with --precision bf16")
     if args.target is not None and not args.eval_every:
         p.error("--target goes with --eval-every")
+    from finetune_variants import ShuffledGroupsTrainer, emulation_check
+    from transformers.utils import logging as hf_logging
+
+    from minisci.training import resolve_precision
+
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 
@@ -406,7 +320,7 @@ def main(argv=None) -> None:
 
     read_config(args.model)  # a missing or broken model directory: one line, not the hub's repo-id error
     tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
-    data = load_prepared(args.data or f"data/prepared/{cfg.datasets[0]}", task=kind.name)
+    data = load_prepared(args.data or REPO / "data/prepared" / cfg.datasets[0], task=kind.name)
     work = Features.build(kind, data, tokenizer, cfg)
     ds = datasets.Dataset.from_list(work.train)
     steps = max(1, round(args.epochs * math.ceil(len(ds) / cfg.batch_size))) if args.epochs else args.steps

@@ -189,12 +189,12 @@ def test_finetune_benchmark_emulated_bf16_gives_the_drift_and_labels_the_speed(
 
 
 def test_emulated_bf16_products_round_exact_fp32_sums_of_bf16_inputs(benchmarks, monkeypatch):
-    import finetune_throughput
-    from finetune_throughput import EmulatedBf16Gemms
+    import finetune_variants
+    from finetune_variants import EmulatedBf16Gemms
 
-    upcast, upcasts = finetune_throughput._upcast, []
+    upcast, upcasts = finetune_variants._upcast, []
     monkeypatch.setattr(
-        finetune_throughput, "_upcast", lambda v: upcasts.append(finetune_throughput._is_bf16(v)) or upcast(v)
+        finetune_variants, "_upcast", lambda v: upcasts.append(finetune_variants._is_bf16(v)) or upcast(v)
     )
     torch.manual_seed(0)
     x, w, b = torch.randn(4, 5, 16, requires_grad=True), torch.randn(8, 16), torch.randn(8)
@@ -299,7 +299,7 @@ def test_finetune_benchmark_random_batches_rows(benchmarks, tiny_model_dir, tiny
 
 
 def test_shuffled_batches_keep_the_cut_batches_and_the_partial_one_last(benchmarks):
-    from finetune_throughput import ShuffledBatches
+    from finetune_variants import ShuffledBatches
 
     inner = list(range(23))  # batches of 5: four full, one of 3
     torch.manual_seed(0)
@@ -526,7 +526,7 @@ def test_pretrain_benchmark_compile_failure_is_one_line(benchmarks, tiny_model_d
 
         return forward
 
-    monkeypatch.setattr(pretrain_throughput.torch, "compile", broken_compile)
+    monkeypatch.setattr(torch, "compile", broken_compile)
     pairs = tiny_pairs(tmp_path / "pairs.jsonl")
     argv = ["--pairs", str(pairs), "--model", str(tiny_model_dir), "--batch-size", "4", "--steps", "2", "--compile"]
     assert run_stage(pretrain_throughput.main, argv) == 1  # the tiny model's 64 positions, --max-length 128
