@@ -18,20 +18,21 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
-import numpy as np
-import torch
-from machine import positive_int, print_machine
-from roofline import ceiling_line
-from transformers.utils import logging as hf_logging
+from machine import HelpFormatter, positive_int, print_machine
 
-from minisci.encoding import embed
-from minisci.serve.precision import PRECISIONS
-from minisci.serve.search import load_encoder
+from minisci.serve.models import PRECISIONS  # torch-free: --help and usage errors come first
 from minisci.stage import run_command
 
+REPO = Path(__file__).resolve().parents[1]  # default inputs are this checkout's, from any folder
 
-def naive(model, tok, texts: list[str]) -> np.ndarray:
+
+def naive(model, tok, texts: list[str]):
+    """Each text alone, padded to 512, mean-pooled and normalised: an array, one row per text."""
+    import numpy as np
+    import torch
+
     out = []
     with torch.no_grad():
         for t in texts:
@@ -55,20 +56,31 @@ def sentence_transformer(model_dir: str, max_length: int = 512):
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="models/adapted/13")
-    p.add_argument("--docs", default="data/corpus/documents.jsonl")
-    p.add_argument("--n", type=positive_int, default=200)
-    p.add_argument("--batch-size", type=positive_int, default=32)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    p.add_argument("--model", default=str(REPO / "models/adapted/13"), help="the encoder directory")
+    p.add_argument(
+        "--docs", default=str(REPO / "data/corpus/documents.jsonl"), help="the sampled corpus (sample_corpus)"
+    )
+    p.add_argument("--n", type=positive_int, default=200, help="texts per workload (sentences, documents)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="ours: texts per batch at most")
     p.add_argument(
         "--max-tokens",
         type=positive_int,
         default=2048,
-        help="padded word pieces per batch at most (minisci index's default)",
+        help="ours: padded word pieces per batch at most (minisci index's default)",
     )
     p.add_argument("--peer-batch-size", type=positive_int, default=32, help="SentenceTransformer.encode's batch_size")
-    p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
+    p.add_argument(
+        "--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS), help="ours: the precisions to time"
+    )
     args = p.parse_args(argv)
+    import numpy as np
+    from roofline import ceiling_line
+    from transformers.utils import logging as hf_logging
+
+    from minisci.encoding import embed
+    from minisci.serve.search import load_encoder
+
     hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads
     hf_logging.disable_progress_bar()
 

@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import print_machine  # noqa: E402
+from machine import HelpFormatter, positive_int, print_machine  # noqa: E402
 
 from minisci.errors import MinisciError  # noqa: E402
 from minisci.stage import run_command  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]  # default inputs are this checkout's, from any folder
 DEFAULT = ["bc5cdr", "bc5cdr_typed", "ncbi_disease", "jnlpba"]
-MODEL = "models/baseline"
 
 
 def best_of(repeats: int, fn, *args):
@@ -48,15 +48,15 @@ def best_of(repeats: int, fn, *args):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", nargs="+", default=DEFAULT)
-    p.add_argument("--prepared", default="data/prepared", help="the prepared datasets' folder")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--model", default=MODEL, help="whose tokenizer encodes the training windows")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    p.add_argument("--datasets", nargs="+", default=DEFAULT, help="prepared NER datasets, by folder name")
+    p.add_argument("--prepared", default=str(REPO / "data/prepared"), help="the prepared datasets' folder")
+    p.add_argument("--repeats", type=positive_int, default=3, help="times each side runs; the best is timed")
+    p.add_argument("--batch-size", type=positive_int, default=128, help="training windows per collated batch")
+    p.add_argument(
+        "--model", default=str(REPO / "models/baseline"), help="whose tokenizer encodes the training windows"
+    )
     args = p.parse_args(argv)
-    if args.repeats < 1 or args.batch_size < 1:
-        p.error("--repeats and --batch-size must be >= 1")
     import torch
     from seqeval.metrics import classification_report
     from seqeval.scheme import IOB2

