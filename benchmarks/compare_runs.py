@@ -39,6 +39,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from machine import HelpFormatter  # noqa: E402
+
 from minisci.errors import MinisciError  # noqa: E402
 from minisci.stage import run_command  # noqa: E402
 
@@ -245,9 +247,9 @@ def report(root: Path, other: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("other", type=Path, help="the other project's root (a checkout after its dvc repro)")
-    p.add_argument("--root", type=Path, default=REPO, help="this project's root (default: this checkout)")
+    p.add_argument("--root", type=Path, default=REPO, help="this project's root: this checkout")
     args = p.parse_args(argv)
     print(report(args.root.resolve(), args.other.resolve()))
 

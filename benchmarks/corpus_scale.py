@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import yaml
+from machine import HelpFormatter, positive_int
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = ("biomedical", "general")
@@ -154,18 +155,6 @@ def print_machine() -> None:
           f"avx512f={'yes' if 'avx512f' in flags else 'no'} | load average {os.getloadavg()[0]:.1f} at start")  # fmt: skip
 
 
-def positive_int(text: str) -> int:
-    """An argparse type for counts and sizes: an int >= 1, else a one-line usage error (``machine.py``'s,
-    without importing torch)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
 def scratch(work: str | None, prefix: str):
     """The scratch folder: ``work`` (made if missing, kept), or a temporary one removed afterwards, when
     the run fails or is interrupted too."""
@@ -176,13 +165,15 @@ def scratch(work: str | None, prefix: str):
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--before", required=True, help="a checkout of the code before the catalogue (commit 31be0c5)")
     p.add_argument("--sizes", type=positive_int, nargs="+", default=[1, 10, 40], help="replication factors of the pool")
     p.add_argument(
         "--variants", nargs="+", default=["before", "after"], choices=["before", "after"], help="which code to run"
     )
-    p.add_argument("--work", default=None, help="scratch folder for the replicated pools (default: a temporary one)")
+    p.add_argument(
+        "--work", default=None, help="scratch folder for the replicated pools, kept; without it a temporary one"
+    )
     args = p.parse_args(argv)
     if "before" in args.variants:
         stage = Path(args.before) / "stages/sample_corpus.py"

@@ -1329,7 +1329,12 @@ def parse(argv):
     p.add_argument(
         "--no-wheels", action="store_true", help="--prepare without downloading wheels (offline; --tiny implies it)"
     )
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda on the node; cpu for the dry run")
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cuda on the node; cpu for the dry run (default: %(default)s)",
+    )
     p.add_argument(
         "--tiny", action="store_true", help="tiny sizes: a random 2-layer model, the fixtures' data, a few steps"
     )

@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import gpu_check  # noqa: E402
+from machine import HelpFormatter  # noqa: E402
 
 ROOT = HERE.parent
 
@@ -185,12 +186,12 @@ def counts(text: str) -> list[int]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--data-root", required=True, help="where the folder's data.tar.gz and model.tar.gz are unpacked")
-    p.add_argument("--work", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    p.add_argument("--tiny", action="store_true")
+    p.add_argument("--work", required=True, help="work directory for the runs' models and checkpoints")
+    p.add_argument("--out", required=True, help="where profile.json and the profiles' text files go")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda on the node; cpu for the dry run")
+    p.add_argument("--tiny", action="store_true", help="the check's tiny sizes (with gpu_check.py --tiny's folder)")
     p.add_argument(
         "--concurrent",
         type=counts,

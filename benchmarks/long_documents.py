@@ -25,7 +25,8 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_scale import REPO, measure, positive_int, print_machine, scratch  # noqa: E402
+from corpus_scale import REPO, measure, print_machine, scratch  # noqa: E402
+from machine import HelpFormatter, positive_int  # noqa: E402
 
 
 def write_corpus(folder: Path, n: int, kb: int, seed: int = 0) -> int:
@@ -57,12 +58,12 @@ def run(code: Path, corpus: Path, out: Path, n_docs: int) -> tuple[float, float,
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--before", required=True, help="a checkout of the code to compare with (e.g. a git worktree)")
-    p.add_argument("--files", type=positive_int, default=150, help="text files per corpus (default 150)")
+    p.add_argument("--files", type=positive_int, default=150, help="text files per corpus")
     p.add_argument("--sizes-kb", type=positive_int, nargs="+", default=[100, 1024, 4096], help="KiB per file")
-    p.add_argument("--n-docs", type=positive_int, default=20, help="sample_corpus.n_docs for the run (default 20)")
-    p.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
+    p.add_argument("--n-docs", type=positive_int, default=20, help="sample_corpus.n_docs for the run")
+    p.add_argument("--work", default=None, help="scratch folder, kept; without it a temporary one")
     args = p.parse_args(argv)
     if not (Path(args.before) / "stages/sample_corpus.py").is_file():
         p.error(f"--before {args.before}: not a checkout of this repository (no stages/sample_corpus.py)")

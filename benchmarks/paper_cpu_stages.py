@@ -21,7 +21,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
-from machine import machine_lines  # noqa: E402
+from machine import HelpFormatter, machine_lines  # noqa: E402
 
 from minisci.profiles import apply_profile  # noqa: E402
 
@@ -48,9 +48,9 @@ def stages(work: Path, params: Path) -> dict[str, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--out", required=True, help="the JSON log to write")
-    p.add_argument("--work", help="working directory (default: a temporary one, removed after)")
+    p.add_argument("--work", help="working directory, kept; without it a temporary one, removed after")
     args = p.parse_args(argv)
     if not Path(args.out).resolve().parent.is_dir():
         print(f"error: --out {args.out}: its folder does not exist", file=sys.stderr)

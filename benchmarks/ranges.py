@@ -18,6 +18,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import HelpFormatter  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
 README = HERE / "README.md"
@@ -163,7 +166,7 @@ def replace_block(text: str, table: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--write", action="store_true", help="replace the generated block of benchmarks/README.md")
     g.add_argument("--check", action="store_true", help="exit 1 if benchmarks/README.md's block differs")

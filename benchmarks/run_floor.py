@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import roofline  # noqa: E402
-from machine import positive_rate, print_machine  # noqa: E402
+from machine import HelpFormatter, positive_rate, print_machine  # noqa: E402
 from roofline import encoder_flops  # noqa: E402
 
 from minisci.stage import run_command  # noqa: E402
@@ -198,8 +198,8 @@ def seconds_cell(s: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--root", type=Path, default=REPO, help="a project after dvc repro (default: this checkout)")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    p.add_argument("--root", type=Path, default=REPO, help="a project after dvc repro: this checkout")
     p.add_argument("--at", type=positive_rate, nargs="*", default=[], help="also print the bound at these GFLOP/s")
     args = p.parse_args(argv)
 
