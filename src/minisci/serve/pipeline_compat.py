@@ -59,7 +59,8 @@ def first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
     sentence = outputs[0]["sentence"]
     backend = getattr(pipe.tokenizer, "_tokenizer", None)
     word_aware = bool(getattr(getattr(backend, "model", None), "continuing_subword_prefix", None))
-    starts = None if word_aware else {a for a, _ in text_words(pipe.tokenizer, sentence)}
+    starts = None if word_aware else sorted(a for a, _ in text_words(pipe.tokenizer, sentence))
+    start_set = set(starts or ())
     entities = []
     for out in outputs:
         logits = out["logits"][0].to(torch.float32).numpy()
@@ -69,6 +70,7 @@ def first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
         ids = out["input_ids"][0].tolist()
         pieces = pipe.tokenizer.convert_ids_to_tokens(ids)
         words: list[list] = []  # [first piece index, start, end, pieces]
+        claimed: set[int] = set()  # word starts whose first piece has been seen
         for i, (tid, special, (start, end)) in enumerate(
             zip(ids, out["special_tokens_mask"][0].tolist(), out["offset_mapping"][0].tolist())
         ):
@@ -77,7 +79,10 @@ def first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
             piece, is_subword = pieces[i], False
             if starts is not None:  # the pre-tokeniser's words; a piece's offsets may hold its leading space
                 start += len(sentence[start:end]) - len(sentence[start:end].lstrip())
-                is_subword = start not in starts
+                if start >= end:  # a lone space piece (Ġ, ▁) is the first piece of the next word, as in training
+                    start = end = next((a for a in starts if a >= end), end)
+                is_subword = start in claimed or start not in start_set
+                claimed.add(start)
                 if tid == unk:
                     piece = sentence[start:end]
             elif tid == unk:
