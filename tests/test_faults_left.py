@@ -267,6 +267,13 @@ CASES = [
         "DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)",
     ),
     (
+        "base model of a type without a masked-LM class (GPT-2): refused by the first stage, not by "
+        "base_model after the corpus stages",
+        base_model_folder({"model_type": "gpt2"}, weights=True),
+        "model 'base': transformers has no masked-LM class for 'gpt2', so it cannot be pretrained with MLM; "
+        "use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)",
+    ),
+    (
         "scratch model config with a typo",
         scratch_config_typo,
         "params section 'model': scratch_config has unknown or reserved keys ['hiden_size']; see transformers.BertConfig",
