@@ -332,7 +332,8 @@ def main(argv: list[str] | None = None) -> None:
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
         check_scratch_config(model_cfg.scratch_config)
     else:
-        check_base_model(model_cfg.base, resolve_model_path(model_cfg.base))
+        # pretrain.nsp too: a RoBERTa with nsp: true is refused here, not by pretrain after the corpus stages
+        check_base_model(model_cfg.base, resolve_model_path(model_cfg.base), load_pretrain(args.params)[0].nsp)
     check_tokenizer(model_cfg)
     check_precision(args.params, model_cfg)
     root = Path(args.stages).resolve().parent

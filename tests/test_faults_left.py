@@ -274,6 +274,11 @@ CASES = [
         "use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)",
     ),
     (
+        "a RoBERTa with pretrain.nsp: true: refused by the first stage, not by pretrain after the corpus stages",
+        base_model_folder({"model_type": "roberta"}, weights=True),
+        "model 'base': pretrain.nsp: true needs a BERT model with an NSP head; set pretrain.nsp: false for roberta",
+    ),
+    (
         "scratch model config with a typo",
         scratch_config_typo,
         "params section 'model': scratch_config has unknown or reserved keys ['hiden_size']; see transformers.BertConfig",

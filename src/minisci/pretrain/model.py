@@ -71,11 +71,12 @@ def resolve_model_path(name: str) -> Path:
         ) from None
 
 
-def check_base_model(name: str, path: Path) -> None:
+def check_base_model(name: str, path: Path, nsp: bool | None = None) -> None:
     """What the first stage that reads model.base (code_fingerprint) checks of its folder, so one that
     cannot load fails there in one line instead of in base_model or pretrain: a config of an
     architecture transformers knows (a folder whose ``auto_map`` points at its own code would need
-    that code run, which minisci never does) and safetensors weights (never pickled ones)."""
+    that code run, which minisci never does), safetensors weights (never pickled ones), and, given
+    ``pretrain.nsp``, an architecture that can follow it (NSP needs a BERT)."""
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -96,6 +97,7 @@ def check_base_model(name: str, path: Path) -> None:
             f"model {name!r}: {path} holds no *.safetensors weights (minisci loads only safetensors, never "
             "pickled .bin files); copy the model's model.safetensors there"
         )
+    _pretraining_fit(model_type, name, nsp)
 
 
 def _known_model_type(model_type) -> bool:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from minisci.cards import marks_subwords
+
 
 def preprocess(pipe, text: str):
     """The pipeline's own preprocessing of one text (token classification: a generator of windows)."""
@@ -57,8 +59,7 @@ def first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
     unk = pipe.tokenizer.unk_token_id
     to_string = pipe.tokenizer.convert_tokens_to_string
     sentence = outputs[0]["sentence"]
-    backend = getattr(pipe.tokenizer, "_tokenizer", None)
-    word_aware = bool(getattr(getattr(backend, "model", None), "continuing_subword_prefix", None))
+    word_aware = marks_subwords(pipe.tokenizer)
     starts = None if word_aware else sorted(a for a, _ in text_words(pipe.tokenizer, sentence))
     start_set = set(starts or ())
     entities = []
