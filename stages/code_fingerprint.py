@@ -70,32 +70,6 @@ def check_sections(path: str) -> None:
     for section, cls in SECTIONS.items():
         load_section(cls, section, path)
     load_pretrain(path)
-    check_ranges(path)
-
-
-# numpy's and torch's seed range: a seed outside it fails deep inside a library, after the stages before
-SEED_RANGE = (0, 2**32 - 1)
-
-
-def check_ranges(path: str) -> None:
-    """Values every section's types allow but no run can use, whichever section holds them: seeds
-    outside ``SEED_RANGE`` (numpy's and transformers' ``set_seed`` raise, in the stage, with a
-    traceback) and a negative ``weight_decay`` (AdamW checks its default, not a parameter group's, so
-    it would train, pushing the weights outward)."""
-    for section, values in load_params(path).items():
-        if not isinstance(values, dict):
-            continue  # its own check says so
-        for key in ("seed", "seeds"):
-            seeds = values.get(key)
-            for seed in seeds if isinstance(seeds, list) else [seeds] if seeds is not None else []:
-                if isinstance(seed, int) and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
-                    raise ConfigError(
-                        f"params section '{section}': {key} must be in [0, 2**32 - 1] (numpy's and torch's "
-                        f"seed range), got {seed}"
-                    )
-        decay = values.get("weight_decay")
-        if isinstance(decay, (int, float)) and decay < 0:
-            raise ConfigError(f"params section '{section}': weight_decay must be >= 0 (0 = off), got {float(decay)}")
 
 
 def check_tapt_datasets(path: str, catalogue: str) -> None:
@@ -358,7 +332,8 @@ def main(argv: list[str] | None = None) -> None:
     if model_cfg.base == "scratch":  # the first stage that reads model.base: a bad one fails here
         check_scratch_config(model_cfg.scratch_config)
     else:
-        check_base_model(model_cfg.base, resolve_model_path(model_cfg.base))
+        # pretrain.nsp too: a RoBERTa with nsp: true is refused here, not by pretrain after the corpus stages
+        check_base_model(model_cfg.base, resolve_model_path(model_cfg.base), load_pretrain(args.params)[0].nsp)
     check_tokenizer(model_cfg)
     check_precision(args.params, model_cfg)
     root = Path(args.stages).resolve().parent

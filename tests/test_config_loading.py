@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fetch_data  # noqa: E402
 import pytest
+import yaml
 from conftest import REPO, TINY_MODEL
 
 from minisci import config
@@ -138,3 +139,61 @@ def test_another_transformers_is_asked_for_its_bert_config(monkeypatch):
 
 def test_tiny_scratch_config_is_accepted():
     assert from_dict(ModelConfig, TINY_MODEL, "model").scratch_config == TINY_MODEL["scratch_config"]
+
+
+SECTION_RANGES = [
+    (
+        "pretrain",
+        "seed",
+        -1,
+        r"params section 'pretrain': seed must be in \[0, 2\*\*32 - 1\] \(numpy's and torch's seed range\), got -1$",
+    ),
+    ("pretrain", "weight_decay", -0.5, r"params section 'pretrain': weight_decay must be >= 0 \(0 = off\), got -0.5"),
+    ("finetune_ner", "seeds", [1, 2**32], "params section 'finetune_ner': seeds must be in .* got 4294967296"),
+    ("finetune_classification", "weight_decay", -1, "params section 'finetune_classification': weight_decay must"),
+    ("sample_corpus", "seed", -3, "params section 'sample_corpus': seed must be in"),
+    ("make_pairs", "seed", 2**32, "params section 'make_pairs': seed must be in"),
+    ("finetune_embeddings", "seed", -1, "params section 'finetune_embeddings': seed must be in"),
+    ("finetune_embeddings", "learning_rate", 0.0, "params section 'finetune_embeddings': learning_rate must be > 0$"),
+    (
+        "finetune_embeddings",
+        "warmup_ratio",
+        1.0,
+        r"params section 'finetune_embeddings': warmup_ratio must be in \[0, 1\)$",
+    ),
+    ("export_metrics", "seed", -1, "params section 'export_metrics': seed must be in"),
+]
+
+
+@pytest.mark.parametrize("section, key, value, match", SECTION_RANGES, ids=[f"{c[0]}.{c[1]}" for c in SECTION_RANGES])
+def test_ranges_are_checked_by_the_library(section, key, value, match):
+    """The checks an API user meets too, from the section's own class, not only in the pipeline's
+    ``code_fingerprint`` stage: seeds in numpy's range, no negative weight decay, and each of
+    learning rate and warmup named alone."""
+    params = load_params(REPO / "params.yaml")
+    data = run_section(params["pretrain"]) if section == "pretrain" else dict(params[section])
+    cls = {
+        "pretrain": PretrainConfig,
+        "finetune_ner": config.FinetuneNerConfig,
+        "finetune_classification": config.FinetuneClassificationConfig,
+        "sample_corpus": config.SampleCorpusConfig,
+        "make_pairs": config.MakePairsConfig,
+        "finetune_embeddings": config.FinetuneEmbeddingsConfig,
+        "export_metrics": config.ExportMetricsConfig,
+    }[section]
+    with pytest.raises(ConfigError, match=match):
+        from_dict(cls, {**data, key: value}, section)
+
+
+def test_pretraining_seeds_out_of_range_and_a_section_that_is_not_a_mapping(tmp_path):
+    params = load_params(REPO / "params.yaml")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({**params, "pretrain": {**params["pretrain"], "seeds": [13, -1]}}))
+    with pytest.raises(ConfigError, match=r"params section 'pretrain': seeds must be in \[0, 2\*\*32 - 1\].* got -1"):
+        load_pretrain(path)
+    path.write_text(yaml.safe_dump({**params, "pretrain": 5}))
+    with pytest.raises(ConfigError, match=r"^params section 'pretrain' must be a mapping, got int$"):
+        load_pretrain(path)
+    path.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "pretrain"}))
+    with pytest.raises(ConfigError, match=r"params.yaml: missing section 'pretrain'$"):
+        load_pretrain(path)

@@ -267,6 +267,18 @@ CASES = [
         "DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)",
     ),
     (
+        "base model of a type without a masked-LM class (GPT-2): refused by the first stage, not by "
+        "base_model after the corpus stages",
+        base_model_folder({"model_type": "gpt2"}, weights=True),
+        "model 'base': transformers has no masked-LM class for 'gpt2', so it cannot be pretrained with MLM; "
+        "use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)",
+    ),
+    (
+        "a RoBERTa with pretrain.nsp: true: refused by the first stage, not by pretrain after the corpus stages",
+        base_model_folder({"model_type": "roberta"}, weights=True),
+        "model 'base': pretrain.nsp: true needs a BERT model with an NSP head; set pretrain.nsp: false for roberta",
+    ),
+    (
         "scratch model config with a typo",
         scratch_config_typo,
         "params section 'model': scratch_config has unknown or reserved keys ['hiden_size']; see transformers.BertConfig",

@@ -132,3 +132,14 @@ def test_an_empty_file_reads_as_its_size_not_one_byte():
     p.close()
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and all("100% of 0 bytes" in line and "ETA 0:00" in line for line in lines)
+
+
+def test_a_resumed_run_labels_its_train_loss_as_since_the_resume(capsys):
+    """The Trainer's final train_loss averages only the steps this run did: after a resume it differs
+    from the uninterrupted run's, so it must not read as the run's."""
+    for first, key in ((0, "train_loss 9.7"), (6, "train_loss_since_resume 5")):
+        progress = StageProgress("fine-tuning, seed 13", terminal=False)
+        progress.on_train_begin(None, state(first, 12), None)
+        progress.on_log(None, state(12, 12), None, logs={"train_loss": 9.7 if not first else 5.0, "epoch": 2.0})
+        line = capsys.readouterr().out.strip()
+        assert f", {key}, epoch 2;" in line, line

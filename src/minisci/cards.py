@@ -60,6 +60,14 @@ def default_stride(tokenizer) -> int:
     return min(WINDOW_OVERLAP, room // 2)
 
 
+def marks_subwords(tokenizer) -> bool:
+    """Whether a fast tokenizer marks a piece that continues a word (WordPiece's ``##``): then the
+    transformers pipeline reads words from the pieces. Without the mark (byte-level BPE such as
+    RoBERTa's, SentencePiece) it guesses words from spaces, gluing punctuation to the word before."""
+    backend = getattr(tokenizer, "_tokenizer", None)
+    return bool(getattr(getattr(backend, "model", None), "continuing_subword_prefix", None))
+
+
 EXAMPLE_TEXT = "Naloxone reverses the antihypertensive effect of clonidine."
 
 
@@ -72,22 +80,29 @@ def ner_usage(model_dir: str, crf: bool, tokenizer, example: str = EXAMPLE_TEXT)
     model as a plain token classifier, drop the transitions (only an "UNEXPECTED" line in a load
     report says so) and find other entities. Loading it stock cannot be made to fail loudly without
     custom code (``trust_remote_code``), so its card does not show the pipeline: it shows
-    :class:`minisci.NerTagger` and ``minisci ner``, which decode with the CRF, and says why.
+    :class:`minisci.NerTagger` and ``minisci ner``, which decode with the CRF, and says why. So does the
+    card of a softmax model whose tokenizer marks no continuing piece (:func:`marks_subwords`): the
+    pipeline would guess its words from spaces ("effect," one entity), ``minisci ner`` takes the
+    tokenizer's pre-tokenised words, as the evaluation does.
     ``example``: the text the usage tags (:func:`example_sentence`, from the dataset's test split).
     """
     example = example.replace('"', "'")  # it sits inside double quotes in the code shown
     cli = f'# the same entities from the command line:\n# minisci ner --model {model_dir} "{example}"'
-    if not crf:
+    if not crf and marks_subwords(tokenizer):
         return (
             f'from transformers import pipeline\n\ntagger = pipeline("token-classification", model="{model_dir}", '
             f'aggregation_strategy="first", stride={default_stride(tokenizer)})\ntagger("{example}")\n{cli}'
         )
-    return (
+    why = (
         "# This model decodes with a CRF (learned tag transitions, constrained Viterbi). No transformers\n"
         '# class holds the transitions: pipeline("token-classification") would load it as a plain\n'
         "# token classifier, silently drop them and find other entities. Use minisci's tagger:\n"
-        f'from minisci import NerTagger\n\ntagger = NerTagger("{model_dir}")\ntagger("{example}")\n{cli}'
+        if crf
+        else "# This model's tokenizer marks no piece that continues a word (byte-level BPE or SentencePiece):\n"
+        '# pipeline("token-classification") would guess the words from spaces and tag punctuation with the\n'
+        "# word before it. minisci's tagger takes the tokenizer's own words, as the evaluation did:\n"
     )
+    return why + f'from minisci import NerTagger\n\ntagger = NerTagger("{model_dir}")\ntagger("{example}")\n{cli}'
 
 
 def eval_result(

@@ -15,6 +15,7 @@ import os
 import re
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +28,27 @@ from minisci.tasks import facts
 def _check(cond: bool, section: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"params section '{section}': {msg}")
+
+
+# numpy's and torch's seed range: a seed outside it fails deep inside a library (numpy's and
+# transformers' ``set_seed`` raise, with a traceback), after the stages before
+SEED_RANGE = (0, 2**32 - 1)
+
+
+def check_seeds(seeds: Iterable[int], section: str, key: str) -> None:
+    """Seeds in :data:`SEED_RANGE`; ``key`` names them in the message (``seed`` or ``seeds``)."""
+    for seed in seeds:
+        _check(
+            SEED_RANGE[0] <= seed <= SEED_RANGE[1],
+            section,
+            f"{key} must be in [0, 2**32 - 1] (numpy's and torch's seed range), got {seed}",
+        )
+
+
+def _check_decay(decay: float, section: str) -> None:
+    """AdamW checks its default weight decay, not a parameter group's: a negative one would train,
+    pushing the weights outward."""
+    _check(decay >= 0, section, f"weight_decay must be >= 0 (0 = off), got {float(decay)}")
 
 
 def _check_names(names: tuple[str, ...], section: str, key: str) -> None:
@@ -313,6 +335,7 @@ class SampleCorpusConfig:
 
     def __post_init__(self) -> None:
         s = "sample_corpus"
+        check_seeds([self.seed], s, "seed")
         _check(self.n_docs > 0, s, f"n_docs must be > 0, got {self.n_docs}")
         _check(self.min_sentence_words >= 1, s, "min_sentence_words must be >= 1")
         _check(self.guard_min_words >= 3, s, "guard_min_words must be >= 3 (shorter matches are noise)")
@@ -332,6 +355,7 @@ class MakePairsConfig:
 
     def __post_init__(self) -> None:
         s = "make_pairs"
+        check_seeds([self.seed], s, "seed")
         _check(self.n_pairs > 0, s, "n_pairs must be > 0")
         _check(self.n_heldout_pairs > 0, s, "n_heldout_pairs must be > 0")
         _check(0.0 < self.heldout_doc_fraction < 1.0, s, "heldout_doc_fraction must be in (0, 1)")
@@ -464,6 +488,8 @@ class PretrainConfig(_SpeedKeys):
 
     def __post_init__(self) -> None:
         s = "pretrain"
+        check_seeds([self.seed], s, "seed")
+        _check_decay(self.weight_decay, s)
         _check(self.seed_processes >= 1, s, "seed_processes must be >= 1 (1 = the seeds one after another)")
         _check(
             self.dataloader_workers >= 0,
@@ -522,6 +548,8 @@ class _FinetuneConfig(_SpeedKeys):
     def _check_common(self, s: str, losses: tuple[str, ...]) -> None:
         _check(self.seed_processes >= 1, s, "seed_processes must be >= 1 (1 = the seeds one after another)")
         _check_names(self.datasets, s, "datasets")
+        check_seeds(self.seeds, s, "seeds")
+        _check_decay(self.weight_decay, s)
         _check(self.epochs > 0, s, "epochs must be > 0")
         _check(self.eval_delay >= 0, s, "eval_delay must be >= 0 (0 = score dev after every epoch)")
         _check(self.batch_size > 0 and self.eval_batch_size > 0, s, "batch sizes must be > 0")
@@ -582,6 +610,7 @@ class FinetuneEmbeddingsConfig:
 
     def __post_init__(self) -> None:
         s = "finetune_embeddings"
+        check_seeds([self.seed], s, "seed")
         _check(self.encoder in ("auto", "baseline", "adapted"), s, "encoder must be auto, baseline or adapted")
         _check(self.n_train >= 2, s, "n_train must be >= 2")
         _check(
@@ -597,7 +626,8 @@ class FinetuneEmbeddingsConfig:
         _check(
             self.epochs > 0 and self.batch_size >= 2, s, "epochs must be > 0 and batch_size >= 2 (in-batch negatives)"
         )
-        _check(self.learning_rate > 0 and 0.0 <= self.warmup_ratio < 1.0, s, "bad learning_rate or warmup_ratio")
+        _check(self.learning_rate > 0, s, "learning_rate must be > 0")
+        _check(0.0 <= self.warmup_ratio < 1.0, s, "warmup_ratio must be in [0, 1)")
         _check(16 <= self.max_length <= 512 and 16 <= self.eval_max_length <= 512, s, "lengths must be in [16, 512]")
         _check(
             self.scale > 0 and self.eval_batch_size > 0 and self.logging_steps > 0,
@@ -622,6 +652,7 @@ class ExportMetricsConfig:
 
     def __post_init__(self) -> None:
         s = "export_metrics"
+        check_seeds([self.seed], s, "seed")
         _check(self.bootstrap_resamples >= 100, s, "bootstrap_resamples must be >= 100")
         _check(
             0 < self.equivalence_margin_ner < 100 and 0 < self.equivalence_margin_classification < 100,

@@ -63,6 +63,10 @@ class StageProgress(TrainerCallback):
             for k, v in logs.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in QUIET_KEYS
         }
+        if self.first_step and "train_loss" in numbers:
+            # the Trainer averages train_loss over this run's steps only: after a resume it is not the
+            # uninterrupted run's, so the line says so (the metrics file keeps the logged losses)
+            numbers = {("train_loss_since_resume" if k == "train_loss" else k): v for k, v in numbers.items()}
         if self.bar is not None:
             self.bar.set_postfix({k: number(v) for k, v in numbers.items() if k in ("loss", "epoch")}, refresh=False)
             return

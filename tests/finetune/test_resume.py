@@ -119,6 +119,21 @@ def test_checkpoints_of_other_code_are_not_resumed(tmp_path, tiny_model_dir, mon
     assert "belong to another configuration" in out and "resuming from" not in out
 
 
+def test_a_start_over_after_a_kill_before_the_first_checkpoint_says_so(tmp_path, tiny_model_dir, capsys):
+    """A run killed while writing its first checkpoint leaves files, no complete checkpoint: the rerun
+    clears them and trains from step 0, and says so (as pretraining does); a first run says nothing."""
+    data = prepare(learnable_ner_files(tmp_path / "raw", n=40), "bc5cdr", tmp_path / "prepared")
+    cfg = ner_cfg(epochs=1.0)
+    run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "first")
+    assert "training from step 0" not in capsys.readouterr().out
+    seed_dir = tmp_path / f"work/seed{cfg.seeds[0]}"
+    (seed_dir / ".best-5.safetensors.x.tmp").mkdir(parents=True)
+    run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
+    out = capsys.readouterr().out
+    assert f"{seed_dir}: no complete checkpoint of this run; training from step 0" in out and "resuming" not in out
+    assert not (seed_dir / ".best-5.safetensors.x.tmp").exists()
+
+
 def test_eval_delay_scores_dev_from_that_epoch_and_always_after_the_last(tmp_path):
     """Epochs before eval_delay are checkpointed, not scored; the last epoch is scored whatever the delay."""
     from types import SimpleNamespace

@@ -182,3 +182,16 @@ def test_one_sentence_documents_pretrain_with_nsp_off(tmp_path, capsys):
     proc = run_data_stage(tmp_path, tmp_path / "pairs", p, capsys)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads((tmp_path / "m.json").read_text())["layout"] == "blocks"
+
+
+def test_a_segment_longer_than_the_model_is_truncated_without_an_indexing_errors_warning():
+    """A pair segment longer than the tokenizer's model_max_length (an encoder of 128 positions) is
+    cut to max_seq_length by encode_pair; transformers' "will result in indexing errors" warning would
+    say otherwise."""
+    model_cfg, cfg = configs()
+    tokenizer = load_tokenizer(model_cfg)
+    tokenizer.model_max_length = 8
+    rows = [{"a": "the cell line was treated " * 10, "b": "with aspirin", "label": 0}]
+    ds = tokenize_pairs(rows, tokenizer, 16)
+    assert ds["length"] == [16]
+    assert "sequence-length-is-longer-than-the-specified-maximum" not in tokenizer.deprecation_warnings

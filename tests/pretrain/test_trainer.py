@@ -199,3 +199,27 @@ def test_fine_tuning_steps_with_torch_fused_adamw(tmp_path):
         "optim": "adamw_torch_fused", "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0
     }  # fmt: skip
     assert settings["lr_scheduler_type"] == "linear"
+
+
+def test_resume_reports_no_tied_weights_missing(tmp_path, monkeypatch):
+    """A checkpoint holds each tied tensor once, so loading it leaves the masked-LM decoder (tied to
+    the word embeddings) "missing" although it is loaded: no warning on resume, but a key truly
+    missing is still reported."""
+    import transformers.trainer
+    from safetensors.torch import load_file
+
+    model_cfg, cfg = configs()
+    model, _ = load_pretraining_model(model_cfg, 30522, cfg.seed)
+    model.save_pretrained(tmp_path / "checkpoint-1")
+    state = load_file(tmp_path / "checkpoint-1/model.safetensors")
+    warned = []
+    monkeypatch.setattr(transformers.trainer.logger, "warning", lambda msg, *a, **k: warned.append(msg))
+    trainer = PretrainTrainer.__new__(PretrainTrainer)  # the method reads only .model
+    trainer.model = model
+    result = model.load_state_dict(state, strict=False)
+    assert "cls.predictions.decoder.weight" in result.missing_keys  # what transformers warned about
+    trainer._issue_warnings_after_load(result)
+    assert warned == []
+    del state["cls.seq_relationship.weight"]
+    trainer._issue_warnings_after_load(model.load_state_dict(state, strict=False))
+    assert len(warned) == 1 and "cls.seq_relationship.weight" in warned[0] and "decoder" not in warned[0]

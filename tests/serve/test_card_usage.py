@@ -94,3 +94,26 @@ def test_a_stock_pipeline_on_a_crf_model_finds_other_entities(tiny_finetuned, tm
     stock = ner_usage(str(model_dir), False, AutoTokenizer.from_pretrained(model_dir))
     batch = texts()
     assert run_card(stock, batch) != run_cli(model_dir, batch, tmp_path, capsys)
+
+
+def test_a_byte_level_bpe_models_card_shows_minisci_s_tagger_not_the_pipeline(tmp_path, capsys):
+    """A RoBERTa softmax tagger's card: the pipeline would guess its words from spaces and tag "effect,"
+    whole, so the card gives :class:`minisci.NerTagger`, and following it finds ``minisci ner``'s
+    entities, punctuation apart."""
+    import torch
+    from encoders_tiny import build_encoder
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    folder = build_encoder("roberta", tmp_path / "roberta")
+    labels = {0: "O", 1: "B-Chemical", 2: "I-Chemical"}
+    torch.manual_seed(0)
+    model = AutoModelForTokenClassification.from_pretrained(
+        folder, id2label=labels, label2id={v: k for k, v in labels.items()}
+    )
+    model.save_pretrained(folder)
+    usage = ner_usage(str(folder), False, AutoTokenizer.from_pretrained(folder))
+    assert "NerTagger" in usage and "pipeline(" not in usage.replace('pipeline("token-classification") would', "")
+    batch = ["the effect, of aspirin.", "clonidine; naloxone (a drug)."]
+    expected = run_cli(folder, batch, tmp_path, capsys)
+    assert run_card(usage, batch) == expected
+    assert sum(map(len, expected)) > 0

@@ -260,3 +260,37 @@ def test_a_long_text_on_a_crf_model_is_decoded_whole_over_overlapping_windows(ti
     for entities in runs.values():
         assert all(long_text[e["start"] : e["end"]].strip() for e in entities[0])
     assert runs[0][1] == runs[20][1]
+
+
+@pytest.mark.parametrize("arch", ["roberta", "modernbert"])
+def test_a_byte_level_bpe_ner_model_tags_words_not_words_with_their_punctuation(tmp_path, recwarn, arch):
+    """A RoBERTa or ModernBERT (byte-level BPE, no continuing-subword prefix) tags the pre-tokeniser's
+    words, as the NER evaluation reads them: "effect," is the entity "effect" (the pipeline's heuristic
+    gave "effect," and warned "Tokenizer does not support real words"), and a lone space piece (Ġ) is the
+    first piece of the word after it, not an empty entity."""
+    import torch
+    from encoders_tiny import build_encoder
+    from transformers import AutoModelForTokenClassification
+
+    from minisci.serve import pipeline_compat as compat
+    from minisci.serve.inference import _sorted_forward
+
+    folder = build_encoder(arch, tmp_path / arch)
+    labels = {0: "O", 1: "B-Chemical", 2: "I-Chemical"}
+    model = AutoModelForTokenClassification.from_pretrained(
+        folder, id2label=labels, label2id={v: k for k, v in labels.items()}
+    )
+    model.save_pretrained(folder)
+    pipe = token_classifier(folder)
+    text = "the effect, of aspirin."
+    chunks = list(compat.preprocess(pipe, text))
+    outs = [{**c, "logits": lg} for c, lg in zip(chunks, _sorted_forward(pipe, chunks, 8, None))]
+    ids = outs[0]["input_ids"][0].tolist()
+    logits = torch.full((1, len(ids), 3), -5.0)
+    logits[0, :, 1] = 5.0  # every piece B-Chemical: each word is an entity of its own
+    outs[0]["logits"] = logits
+    postprocess = compat.first_postprocess if compat.first_applies(pipe) else compat.postprocess  # as tag() picks
+    found = [(e["word"].strip(), e["start"], e["end"]) for e in postprocess(pipe, outs)]
+    words = [("the", 0, 3), ("effect", 4, 10), (",", 10, 11), ("of", 12, 14), ("aspirin", 15, 22), (".", 22, 23)]
+    assert found == words
+    assert not [w for w in recwarn if "real words" in str(w.message)]

@@ -302,3 +302,17 @@ def test_counts_are_additive_and_the_layout_is_one_triple_per_item():
     assert list(counting.triples(c, 2)[1]) == [1, 2, 1]
     assert float(counting.micro(counting.f1, 2)(c)) == pytest.approx(2 * 2 / (3 + 4))
     assert float(counting.macro(counting.f1, 2)(c)) == pytest.approx((2 / 4 + 2 / 3) / 2)
+
+
+def test_counting_truncated_test_texts_gives_no_indexing_errors_warning(tiny_model_dir):
+    """describe counts the test texts longer than max_length; a text longer than the tokenizer's
+    model_max_length is only counted (and truncated when encoded), so transformers' "will result in
+    indexing errors" warning must not be printed."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.model_max_length = 8
+    data = SimpleNamespace(splits={"train": [], "test": [Example("the cell line was treated " * 5, "a", 1)]}, meta={})
+    facts = CLASSIFICATION.describe(data, SimpleNamespace(max_length=16), tokenizer)
+    assert facts["test_truncated_texts"] == 1
+    assert "sequence-length-is-longer-than-the-specified-maximum" not in tokenizer.deprecation_warnings

@@ -272,11 +272,14 @@ def fit_and_select(
     trainer = build_trainer(
         model, tokenizer, train_ds, collator, class_weights, cfg, seed, work_dir, callbacks=[selection]
     )
+    left = work_dir.is_dir() and any(work_dir.iterdir())  # a killed or other run's files, before the check
     resume = checkpoint_to_resume(work_dir, finetune_run_id(cfg, seed, model_dir, data))
     step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
     selection.resume(step)  # step 0: a fresh start; clears what a run killed before its first checkpoint left
     if resume is not None:
         print(f"resuming from {resume}", flush=True)
+    elif left:  # said, as pretraining says it: a rerun after a kill that starts over is not silent
+        print(f"{work_dir}: no complete checkpoint of this run; training from step 0", flush=True)
     trainer.add_callback(live_callback(work_dir / "live"))  # after the resume check, which may clear work_dir
     train_or_restore(trainer, resume)
     return selection.restore(model), selection.history, trainer.state.log_history

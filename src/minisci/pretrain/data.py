@@ -99,8 +99,10 @@ def sampled_words(texts: Iterable[str], n_texts: int, sample_words: int = UNK_SA
 
 
 def encode_batch(batch: dict, indices: list[int], tokenizer, max_length: int) -> dict:
-    a = tokenizer(batch["a"], add_special_tokens=False)["input_ids"]
-    b = tokenizer(batch["b"], add_special_tokens=False)["input_ids"]
+    # verbose=False: a segment longer than the model's length is truncated by encode_pair, not fed
+    # whole (transformers would warn of "indexing errors" that cannot happen)
+    a = tokenizer(batch["a"], add_special_tokens=False, verbose=False)["input_ids"]
+    b = tokenizer(batch["b"], add_special_tokens=False, verbose=False)["input_ids"]
     enc = [encode_pair(x, y, tokenizer.cls_token_id, tokenizer.sep_token_id, max_length) for x, y in zip(a, b)]
     return {
         "input_ids": [e["input_ids"] for e in enc],

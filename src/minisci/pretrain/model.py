@@ -71,11 +71,12 @@ def resolve_model_path(name: str) -> Path:
         ) from None
 
 
-def check_base_model(name: str, path: Path) -> None:
+def check_base_model(name: str, path: Path, nsp: bool | None = None) -> None:
     """What the first stage that reads model.base (code_fingerprint) checks of its folder, so one that
     cannot load fails there in one line instead of in base_model or pretrain: a config of an
     architecture transformers knows (a folder whose ``auto_map`` points at its own code would need
-    that code run, which minisci never does) and safetensors weights (never pickled ones)."""
+    that code run, which minisci never does), safetensors weights (never pickled ones), and, given
+    ``pretrain.nsp``, an architecture that can follow it (NSP needs a BERT)."""
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -89,11 +90,14 @@ def check_base_model(name: str, path: Path) -> None:
             f"model {name!r}: model_type {model_type!r} is not an architecture transformers knows{own_code}; "
             "use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)"
         )
+    if not _has_masked_lm_class(model_type):
+        raise ModelResolutionError(no_masked_lm_class(name, model_type))
     if not any(path.glob("*.safetensors")):
         raise ModelResolutionError(
             f"model {name!r}: {path} holds no *.safetensors weights (minisci loads only safetensors, never "
             "pickled .bin files); copy the model's model.safetensors there"
         )
+    _pretraining_fit(model_type, name, nsp)
 
 
 def _known_model_type(model_type) -> bool:
@@ -108,18 +112,36 @@ def _known_model_type(model_type) -> bool:
     return model_type in CONFIG_MAPPING_NAMES
 
 
-def _generated_model_types() -> set[str]:
-    """The model types in ``CONFIG_MAPPING_NAMES`` of transformers' generated
-    ``models/auto/auto_mappings.py``, read without running it (a literal list of pairs); empty where
-    the file or that form is not there."""
+def no_masked_lm_class(name: str, model_type) -> str:
+    return (
+        f"model {name!r}: transformers has no masked-LM class for {model_type!r}, so it cannot be "
+        "pretrained with MLM; use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)"
+    )
+
+
+def _has_masked_lm_class(model_type) -> bool:
+    """Whether ``AutoModelForMaskedLM`` has a class for ``model_type`` (a GPT-2 or T5 folder has
+    none), so code_fingerprint refuses it, not base_model after the corpus stages. Read as text like
+    :func:`_known_model_type`; the full mapping decides what the literal does not list."""
+    if model_type in _generated_model_types("modeling_auto.py", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"):
+        return True
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def _generated_model_types(file: str = "auto_mappings.py", table: str = "CONFIG_MAPPING_NAMES") -> set[str]:
+    """The model types in ``table`` of transformers' ``models/auto/<file>`` (by default the generated
+    ``CONFIG_MAPPING_NAMES``), read without running it (a literal list of pairs); empty where the
+    file or that form is not there."""
     spec = importlib.util.find_spec("transformers")  # finds the package without importing it
-    path = Path(spec.origin).parent / "models" / "auto" / "auto_mappings.py" if spec and spec.origin else None
+    path = Path(spec.origin).parent / "models" / "auto" / file if spec and spec.origin else None
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (AttributeError, OSError, SyntaxError, ValueError):
         return set()
     for node in tree.body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["CONFIG_MAPPING_NAMES"]:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [table]:
             call = node.value
             try:
                 pairs = ast.literal_eval(call.args[0] if isinstance(call, ast.Call) and call.args else call)
@@ -290,10 +312,7 @@ def load_pretraining_model(cfg: ModelConfig, vocab_size: int, seed: int, nsp: bo
         try:
             cls = _sparse_mlm_class(AutoModelForMaskedLM._model_mapping[type(config)])
         except KeyError:
-            raise ModelResolutionError(
-                f"model {cfg.base!r}: transformers has no masked-LM class for {model_type!r}, so it cannot be "
-                "pretrained with MLM; use a masked-LM encoder (BERT, RoBERTa, DistilBERT, ELECTRA, DeBERTa-v2, ModernBERT)"
-            ) from None
+            raise ModelResolutionError(no_masked_lm_class(cfg.base, model_type)) from None
     tied = _TiedHeadNotice()
     hf_logger = logging.getLogger("transformers.modeling_utils")  # this module's records only, not global
     hf_logger.addFilter(tied)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from minisci.config import PretrainConfig, from_dict, load_params
+from minisci.config import PretrainConfig, check_seeds, from_dict, load_params
 from minisci.errors import ConfigError, MinisciError
 
 DESIGNS = ("paired", "cross")
@@ -44,6 +44,7 @@ class PretrainSeeds:
     def __post_init__(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"params section 'pretrain': seeds must list distinct seeds, got {list(self.seeds)}")
+        check_seeds(self.seeds, "pretrain", "seeds")
         if self.design not in DESIGNS:
             raise ConfigError(f"params section 'pretrain': seed_design must be one of {DESIGNS}, got {self.design!r}")
 
@@ -89,8 +90,10 @@ def pretrain_seeds(section: dict) -> PretrainSeeds:
 
 def _section(path: str | Path) -> dict:
     params = load_params(path)
-    if not isinstance(params.get("pretrain"), dict):
+    if "pretrain" not in params:
         raise ConfigError(f"{path}: missing section 'pretrain'")
+    if not isinstance(params["pretrain"], dict):
+        raise ConfigError(f"params section 'pretrain' must be a mapping, got {type(params['pretrain']).__name__}")
     return params["pretrain"]
 
 

@@ -92,6 +92,17 @@ class PretrainTrainer(Trainer):
         self._sums = {"mlm_loss": 0.0, "nsp_loss": 0.0, "n": 0}
         self._last = (time.perf_counter(), 0)
 
+    def _issue_warnings_after_load(self, load_result) -> None:
+        """A checkpoint stores a tied tensor once, so on resume the masked-LM decoder (tied to the
+        word embeddings and the head's bias) is reported missing although it is loaded through the
+        tensor it shares: transformers then warned "There were missing keys in the checkpoint" on
+        every resume. Warn only about missing keys that share no loaded tensor."""
+        params = dict(self.model.named_parameters(remove_duplicate=False))
+        missing = set(load_result.missing_keys)
+        loaded = {p.data_ptr() for n, p in params.items() if n not in missing}
+        real = [k for k in load_result.missing_keys if k not in params or params[k].data_ptr() not in loaded]
+        super()._issue_warnings_after_load(type(load_result)(real, load_result.unexpected_keys))
+
     def _get_train_sampler(self, train_dataset=None):
         """The Trainer's length-grouped sampler, given the ``length`` column as a list. Transformers
         hands it the column as the dataset returns it: in datasets >= 4 a lazy ``Column``, which the

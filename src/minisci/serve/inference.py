@@ -189,7 +189,7 @@ def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None)
     from minisci.tasks.ner import text_pieces
 
     tok, model = pipe.tokenizer, pipe.model
-    words = [_text_words(tok, t) for t in texts]
+    words = [compat.text_words(tok, t) for t in texts]
     max_length = min(tok.model_max_length, max_positions(model.config.to_dict()))
     stride = pipe._preprocess_params.get("stride") or 0
     budget, cls, sep = max_length - 2, tok.cls_token_id, tok.sep_token_id
@@ -225,25 +225,6 @@ def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None)
             entities.append({"entity_group": etype, "score": score, "word": word, "start": start, "end": end})
         results.append(entities)
     return results
-
-
-def _text_words(tokenizer, text: str) -> list[tuple[int, int]]:
-    """Character spans of the tokenizer's pre-tokenised words in ``text``, without the leading space
-    that byte-level BPE (``Ġ``) and SentencePiece (``▁``) words carry; whitespace-separated words
-    where the tokenizer has no pre-tokeniser."""
-    import re
-
-    pre = tokenizer.backend_tokenizer.pre_tokenizer
-    if pre is None:
-        found = [m.span() for m in re.finditer(r"\S+", text)]
-    else:
-        found = [span for _, span in pre.pre_tokenize_str(text)]
-    words = []
-    for a, b in found:
-        a += len(text[a:b]) - len(text[a:b].lstrip())
-        if a < b:
-            words.append((a, b))
-    return words
 
 
 def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[dict]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from minisci.cards import marks_subwords
+
 
 def preprocess(pipe, text: str):
     """The pipeline's own preprocessing of one text (token classification: a generator of windows)."""
@@ -27,7 +29,10 @@ def postprocess(pipe, outputs):
 
 def first_applies(pipe) -> bool:
     """Whether :func:`first_postprocess` reproduces ``pipe.postprocess``: aggregation "first" on raw text
-    (not pre-split words) with a fast, word-aware tokenizer (WordPiece/BPE with a continuing-subword prefix)."""
+    (not pre-split words) with a fast tokenizer. A tokenizer without a continuing-subword prefix (byte-level
+    BPE ``Ġ``, SentencePiece ``▁``) takes its words from its own pre-tokeniser, as the NER evaluation and the
+    CRF path do, not from the pipeline's heuristic, which glues punctuation to the word before it
+    ("clonidine." one entity) and warns "Tokenizer does not support real words"."""
     from transformers.pipelines.token_classification import AggregationStrategy
 
     model = getattr(getattr(pipe.tokenizer, "_tokenizer", None), "model", None)
@@ -35,7 +40,7 @@ def first_applies(pipe) -> bool:
         pipe._postprocess_params.get("aggregation_strategy") == AggregationStrategy.FIRST
         and not pipe._preprocess_params.get("is_split_into_words")
         and pipe.tokenizer.is_fast
-        and bool(getattr(model, "continuing_subword_prefix", None))
+        and model is not None
     )
 
 
@@ -54,6 +59,9 @@ def first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
     unk = pipe.tokenizer.unk_token_id
     to_string = pipe.tokenizer.convert_tokens_to_string
     sentence = outputs[0]["sentence"]
+    word_aware = marks_subwords(pipe.tokenizer)
+    starts = None if word_aware else sorted(a for a, _ in text_words(pipe.tokenizer, sentence))
+    start_set = set(starts or ())
     entities = []
     for out in outputs:
         logits = out["logits"][0].to(torch.float32).numpy()
@@ -63,13 +71,22 @@ def first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
         ids = out["input_ids"][0].tolist()
         pieces = pipe.tokenizer.convert_ids_to_tokens(ids)
         words: list[list] = []  # [first piece index, start, end, pieces]
+        claimed: set[int] = set()  # word starts whose first piece has been seen
         for i, (tid, special, (start, end)) in enumerate(
             zip(ids, out["special_tokens_mask"][0].tolist(), out["offset_mapping"][0].tolist())
         ):
             if special:
                 continue
             piece, is_subword = pieces[i], False
-            if tid == unk:
+            if starts is not None:  # the pre-tokeniser's words; a piece's offsets may hold its leading space
+                start += len(sentence[start:end]) - len(sentence[start:end].lstrip())
+                if start >= end:  # a lone space piece (Ġ, ▁) is the first piece of the next word, as in training
+                    start = end = next((a for a in starts if a >= end), end)
+                is_subword = start in claimed or start not in start_set
+                claimed.add(start)
+                if tid == unk:
+                    piece = sentence[start:end]
+            elif tid == unk:
                 piece = sentence[start:end]
             else:
                 is_subword = len(piece) != end - start
@@ -97,10 +114,29 @@ def first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
                         {
                             "entity_group": name,
                             "score": np.mean(np.nanmean([scores[words[g][0]][labels[g]] for g in group])),
-                            "word": to_string([to_string(m[3]) for m in members]),
+                            "word": to_string([to_string(m[3]) for m in members]).strip(),
                             "start": members[0][1],
                             "end": members[-1][2],
                         }
                     )
             group = [w]
     return pipe.aggregate_overlapping_entities(entities) if len(outputs) > 1 else entities
+
+
+def text_words(tokenizer, text: str) -> list[tuple[int, int]]:
+    """Character spans of the tokenizer's pre-tokenised words in ``text``, without the leading space
+    that byte-level BPE (``Ġ``) and SentencePiece (``▁``) words carry; whitespace-separated words
+    where the tokenizer has no pre-tokeniser."""
+    import re
+
+    pre = tokenizer.backend_tokenizer.pre_tokenizer
+    if pre is None:
+        found = [m.span() for m in re.finditer(r"\S+", text)]
+    else:
+        found = [span for _, span in pre.pre_tokenize_str(text)]
+    words = []
+    for a, b in found:
+        a += len(text[a:b]) - len(text[a:b].lstrip())
+        if a < b:
+            words.append((a, b))
+    return words

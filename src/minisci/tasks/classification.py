@@ -80,7 +80,9 @@ def describe(data, cfg, tokenizer) -> dict:
     return {
         "train_examples": len(data.splits["train"]),
         **data.meta.get("train_quality", {}),
-        "test_truncated_texts": sum(len(ids) > cfg.max_length for ids in tokenizer(test)["input_ids"]),
+        # verbose=False: texts longer than the model are counted here (and truncated when encoded), not fed
+        # whole, so transformers' "will result in indexing errors" warning would mislead
+        "test_truncated_texts": sum(len(ids) > cfg.max_length for ids in tokenizer(test, verbose=False)["input_ids"]),
     }
 
 
