@@ -262,12 +262,14 @@ def test_a_long_text_on_a_crf_model_is_decoded_whole_over_overlapping_windows(ti
     assert runs[0][1] == runs[20][1]
 
 
-@pytest.mark.parametrize("arch", ["roberta", "modernbert"])
-def test_a_byte_level_bpe_ner_model_tags_words_not_words_with_their_punctuation(tmp_path, recwarn, arch):
-    """A RoBERTa or ModernBERT (byte-level BPE, no continuing-subword prefix) tags the pre-tokeniser's
-    words, as the NER evaluation reads them: "effect," is the entity "effect" (the pipeline's heuristic
-    gave "effect," and warned "Tokenizer does not support real words"), and a lone space piece (Ġ) is the
-    first piece of the word after it, not an empty entity."""
+@pytest.mark.parametrize("arch", ["roberta", "modernbert", "deberta-v2"])
+def test_a_ner_model_without_subword_marks_tags_words_not_words_with_their_punctuation(tmp_path, recwarn, arch):
+    """A RoBERTa or ModernBERT (byte-level BPE) or a DeBERTa-v2 (SentencePiece), tokenizers without a
+    continuing-subword prefix, tags words as the NER datasets split them: "effect," is the entity
+    "effect" (the pipeline's heuristic gave "effect," and warned "Tokenizer does not support real
+    words"; SentencePiece's pre-tokeniser splits only at spaces), a run of punctuation is one word per
+    character (byte-level BPE keeps ")." together), and a lone space piece (Ġ, ▁) is the first piece of
+    the word after it, not an empty entity."""
     import torch
     from encoders_tiny import build_encoder
     from transformers import AutoModelForTokenClassification
@@ -282,7 +284,7 @@ def test_a_byte_level_bpe_ner_model_tags_words_not_words_with_their_punctuation(
     )
     model.save_pretrained(folder)
     pipe = token_classifier(folder)
-    text = "the effect, of aspirin."
+    text = "the effect, of (aspirin)."
     chunks = list(compat.preprocess(pipe, text))
     outs = [{**c, "logits": lg} for c, lg in zip(chunks, _sorted_forward(pipe, chunks, 8, None))]
     ids = outs[0]["input_ids"][0].tolist()
@@ -291,6 +293,7 @@ def test_a_byte_level_bpe_ner_model_tags_words_not_words_with_their_punctuation(
     outs[0]["logits"] = logits
     postprocess = compat.first_postprocess if compat.first_applies(pipe) else compat.postprocess  # as tag() picks
     found = [(e["word"].strip(), e["start"], e["end"]) for e in postprocess(pipe, outs)]
-    words = [("the", 0, 3), ("effect", 4, 10), (",", 10, 11), ("of", 12, 14), ("aspirin", 15, 22), (".", 22, 23)]
+    words = [("the", 0, 3), ("effect", 4, 10), (",", 10, 11), ("of", 12, 14), ("(", 15, 16)]
+    words += [("aspirin", 16, 23), (")", 23, 24), (".", 24, 25)]
     assert found == words
     assert not [w for w in recwarn if "real words" in str(w.message)]

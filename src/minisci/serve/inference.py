@@ -175,7 +175,7 @@ def overlapping_windows(pieces: list[list[int]], max_length: int, stride: int) -
 def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None) -> list[list[dict]]:
     """Entities of a CRF-trained model, decoded as the stage's evaluation decodes them.
 
-    The words are the tokenizer's pre-tokenised words (the ones the pipeline aggregates over); each
+    The words are :func:`~minisci.serve.pipeline_compat.text_words` (the ones the pipeline aggregates over); each
     text is encoded whole, as the pipeline encodes it, and its pieces are given to those words
     (``text_pieces``). A text longer than one window is cut into windows that overlap by the
     pipeline's ``stride`` pieces (:func:`overlapping_windows`); each word takes its first-piece emissions

@@ -123,10 +123,23 @@ def first_postprocess(pipe, outputs: list[dict]) -> list[dict]:
     return pipe.aggregate_overlapping_entities(entities) if len(outputs) > 1 else entities
 
 
+def is_punctuation(char: str) -> bool:
+    """BERT's punctuation: ASCII symbols (``$``, ``+``, ``^`` included) and Unicode category P*."""
+    import unicodedata
+
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
 def text_words(tokenizer, text: str) -> list[tuple[int, int]]:
     """Character spans of the tokenizer's pre-tokenised words in ``text``, without the leading space
     that byte-level BPE (``Ġ``) and SentencePiece (``▁``) words carry; whitespace-separated words
-    where the tokenizer has no pre-tokeniser."""
+    where the tokenizer has no pre-tokeniser. Every punctuation character is a word of its own, as
+    in the NER datasets' tokenisation and BERT's pre-tokeniser (a WordPiece tokenizer's words are
+    unchanged): SentencePiece splits only at spaces ("effect," one word), byte-level BPE keeps runs
+    of punctuation together ("]." one word)."""
     import re
 
     pre = tokenizer.backend_tokenizer.pre_tokenizer
@@ -137,6 +150,13 @@ def text_words(tokenizer, text: str) -> list[tuple[int, int]]:
     words = []
     for a, b in found:
         a += len(text[a:b]) - len(text[a:b].lstrip())
-        if a < b:
-            words.append((a, b))
+        start = a
+        for c in range(a, b):
+            if is_punctuation(text[c]):
+                if start < c:
+                    words.append((start, c))
+                words.append((c, c + 1))
+                start = c + 1
+        if start < b:
+            words.append((start, b))
     return words
