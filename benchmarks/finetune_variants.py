@@ -8,16 +8,22 @@ and usage errors do not wait for torch and transformers), not a command.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import time
-from collections.abc import Callable
 
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import TrainerCallback
+if __name__ == "__main__":  # before torch is imported: saying so took 11 s
+    print("finetune_variants.py is a module imported by the other benchmark scripts (finetune_throughput.py), "
+          "not a command", file=sys.stderr)  # fmt: skip
+    sys.exit(2)
 
-from minisci.finetune.common import WeightedLossTrainer
+import contextlib  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+
+from minisci.finetune.common import WeightedLossTrainer  # noqa: E402
 
 
 class EmulatedBf16Gemms(TorchDispatchMode):
@@ -120,9 +126,3 @@ class DevCurve(TrainerCallback):
         model.train()  # scoring switched it to eval
         self.points.append((state.global_step, paused - self.start - self.excluded, dev))
         self.excluded += time.perf_counter() - paused
-
-
-if __name__ == "__main__":
-    print("finetune_variants.py is a module imported by the other benchmark scripts (finetune_throughput.py), "
-          "not a command", file=sys.stderr)  # fmt: skip
-    sys.exit(2)
