@@ -448,7 +448,7 @@ def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | N
         problem = checkpoint_problem(checkpoint)
         if problem is None:
             return checkpoint
-        print(f"warning: {checkpoint}: {problem}; deleting it and resuming from an earlier one", file=sys.stderr)
+        print(f"warning: {checkpoint}: {problem}; deleting it", file=sys.stderr)  # the next line: resumed or not
         shutil.rmtree(checkpoint)
     return None
 

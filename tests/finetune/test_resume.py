@@ -84,6 +84,33 @@ def test_classification_resume_matches_uninterrupted_run(tmp_path, tiny_model_di
     assert got.test_predictions == ref.test_predictions
 
 
+def test_a_checkpoint_cut_short_with_none_before_it_is_not_announced_as_a_resume(tmp_path, tiny_model_dir, capsys):
+    """Classification killed while writing its first checkpoint (no trainer_state.json yet): the rerun
+    deletes it, says so in one line without claiming "resuming from an earlier one" (there is none),
+    trains from step 0 and ends as an uninterrupted run."""
+    import yaml
+    from conftest import REPO
+
+    from minisci.config import FinetuneClassificationConfig, from_dict
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())["finetune_classification"]
+    params.update({"epochs": 1.0, "batch_size": 8, "learning_rate": 5.0e-3, "max_length": 32, "seeds": [13]})
+    cfg = from_dict(FinetuneClassificationConfig, params, "finetune_classification")
+    data = prepare(learnable_scicite_files(tmp_path / "raw", n=45), "scicite", tmp_path / "prepared")
+    ref = run_finetune_classification(data, tiny_model_dir, cfg, tmp_path / "ref")
+    work = tmp_path / "work"
+    run_finetune_classification(data, tiny_model_dir, cfg, work)
+    (checkpoint,) = (work / "seed13").glob("checkpoint-*")
+    (checkpoint / "trainer_state.json").unlink()  # the Trainer writes it last: killed while saving
+    capsys.readouterr()
+    got = run_finetune_classification(data, tiny_model_dir, cfg, work)
+    out, err = capsys.readouterr()
+    assert err == f"warning: {checkpoint}: no trainer_state.json (killed while saving); deleting it\n"
+    assert f"{work / 'seed13'}: no complete checkpoint of this run; training from step 0" in out
+    assert "resuming" not in out + err
+    assert got.metrics["dev_per_epoch"] == ref.metrics["dev_per_epoch"] and got.test_predictions == ref.test_predictions
+
+
 def test_dev_selection_resume_drops_epochs_after_the_checkpoint(tmp_path):
     """Killed after epoch 2's dev score and best weights were written, before its checkpoint."""
     sel = DevSelection(evaluate=None, key="f1", state_dir=tmp_path)
