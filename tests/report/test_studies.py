@@ -127,6 +127,7 @@ def test_queue_refuses_uncommitted_params_that_dvc_would_queue_with(tmp_path, mo
     ):
         run(cmd, tmp_path)
     (tmp_path / "params.yaml").write_text("finetune_ner:\n  epochs: 5.0\n")
+    (tmp_path / "README.md").write_text("a project\n")
     run(["git", "add", "-A"], tmp_path)
     run(["git", "commit", "-qm", "baseline"], tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -134,7 +135,10 @@ def test_queue_refuses_uncommitted_params_that_dvc_would_queue_with(tmp_path, mo
     assert len(studies.queue(spec, [], dry_run=True, show=[])) == 2
     assert "warning" not in capsys.readouterr().err
     (tmp_path / "params.yaml").write_text("finetune_ner:\n  epochs: 2.0\n")  # a profile's run, say
-    with pytest.raises(MinisciError, match=r"^uncommitted changes to params\.yaml: dvc exp run --queue copies") as e:
+    (tmp_path / "README.md").write_text("an edit\n")  # named after params.yaml, which decides the runs
+    with pytest.raises(
+        MinisciError, match=r"^uncommitted changes to params\.yaml, README\.md: dvc exp run --queue"
+    ) as e:
         studies.queue(spec, [], dry_run=False, show=[])
     assert "\n" not in str(e.value)
     assert "dvc exp run --queue" not in capsys.readouterr().out  # nothing was queued

@@ -790,7 +790,8 @@ def queue(spec: Spec, only: list[str], dry_run: bool, show: list[dict] | None) -
     ]
     present = pending_or_done(show) if show is not None else set()
     commands = [spec.experiments[n].command(queue=True) for n in wanted if n not in present]
-    changed = uncommitted() if commands else []
+    pipeline = ("params.yaml", "dvc.yaml", "dvc.lock")  # named first: what decides what the experiments run
+    changed = sorted(uncommitted() if commands else [], key=lambda path: (path not in pipeline, path))
     if changed:
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
         problem = (
