@@ -219,6 +219,30 @@ def test_the_profile_command_it_runs_is_shown_as_a_shell_would_read_it(monkeypat
     assert shlex.split(shown) == ["dvc", *calls[0][3:]] and "'pretrain.seeds=[13]'" in shown
 
 
+def test_a_grid_on_top_of_a_profile_is_queued_through_it(tmp_path, monkeypatch, capsys):
+    # docs/experiments.md "A grid on top of a profile": the arguments after --run follow the profile's,
+    # and DVC applies -S overrides in order, so the user's value of a profile key wins
+    import subprocess
+
+    from dvc.utils.hydra import apply_overrides
+
+    from minisci import profiles
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.chdir(REPO)
+    assert profiles.main(["quick", "--run", "--queue", "-S", "finetune_ner.learning_rate=1e-4"]) == 0
+    overrides = [a for flag, a in zip(calls[0], calls[0][1:]) if flag == "-S"]
+    assert overrides[-1] == "finetune_ner.learning_rate=1e-4" and "finetune_ner.learning_rate=0.0003" in overrides
+    assert "--queue" in calls[0]
+    params = tmp_path / "params.yaml"
+    params.write_text((REPO / "params.yaml").read_text())
+    apply_overrides(params, overrides)
+    assert load_params(params)["finetune_ner"]["learning_rate"] == 1e-4
+    doc = (REPO / "docs" / "experiments.md").read_text()
+    assert "python -m minisci.profiles quick --run --queue -S finetune_ner.learning_rate=1e-4" in doc
+
+
 def test_an_integer_where_a_name_belongs_is_told_to_be_quoted(tmp_path):
     from minisci.config import load_catalog
 

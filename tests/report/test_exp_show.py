@@ -86,3 +86,20 @@ def test_table_width_counts_room_for_an_experiment_row():
         "  main                  0.0002  ",
     ]
     assert table_width(lines) == len(" ─────────────────────────────") + EXPERIMENT_CELL - len("Experiment ")
+
+
+def test_the_recipes_say_that_dropping_state_hides_a_failed_experiment():
+    # the recipes drop every column but the ones kept, State included, and dvc exp show gives a failed
+    # queued experiment the metrics of the workspace it was queued from: its row looks like a result
+    dropping = [r for r in DOC_RECIPES + README_RECIPES if "--drop '.*'" in r and "State" not in r]
+    assert dropping
+    text = (ROOT / "docs" / "experiments.md").read_text(encoding="utf-8")
+    assert "**`--drop '.*'` also drops the `State` column.**" in text and "dvc queue status" in text
+
+
+def test_the_page_says_that_an_edit_of_src_fails_the_queued_experiments():
+    # a queued experiment's stages import minisci from the install (the workspace's src with pip install
+    # -e .), and code_fingerprint stops it when any file there differs from the queued copy's
+    text = " ".join((ROOT / "docs" / "experiments.md").read_text(encoding="utf-8").split())
+    assert "**Leave `src/` alone while a queue runs.**" in text
+    assert "`error: the minisci package that runs is" in text

@@ -156,3 +156,20 @@ def test_a_broken_earlier_log_is_one_line_error(tmp_path):
     with pytest.raises(MinisciError, match=r"log\.md:3: 3 cells under a header of 4; pass --no-carry"):
         main(["--out", str(log), "--json", str(SAMPLE)])
     assert log.read_text().count("\n") == 3  # left as it was
+
+
+def test_a_failed_queued_experiment_shows_no_results_and_a_finished_one_is_done():
+    # dvc exp show gives a queued experiment that failed the metrics files of the workspace it was queued
+    # from (seen after `quick --run`: the quick run's numbers), and DVC's queue calls a finished one success
+    show = json.loads(SAMPLE.read_text())
+    commit = next(c for c in show if c.get("rev") != "workspace" and c.get("experiments"))
+    finished = next(e for e in commit["experiments"] if (e["revs"][0]["data"].get("metrics") or {}))
+    commit["experiments"] = [
+        {**finished, "executor": {"state": "success"}, "name": "ok"},
+        {**finished, "executor": {"state": "failed"}, "name": "broke"},
+    ]
+    commit["experiments"][0]["revs"] = [{**finished["revs"][0], "name": "ok"}]
+    commit["experiments"][1]["revs"] = [{**finished["revs"][0], "name": "broke"}]
+    rows = {r["name"]: r for r in experiment_rows([commit], "metrics/summary.json")}
+    assert rows["ok"]["state"] == "done" and rows["ok"]["metrics"]
+    assert rows["broke"]["state"] == "failed" and rows["broke"]["metrics"] == {}

@@ -116,6 +116,36 @@ def test_queue_commands_skip_experiments_that_ran(capsys):
         studies.queue(spec, ["nope"], dry_run=True, show=show)
 
 
+def test_queue_refuses_uncommitted_params_that_dvc_would_queue_with(tmp_path, monkeypatch, capsys):
+    """dvc exp run --queue copies the workspace's uncommitted changes into each experiment (after
+    ``python -m minisci.profiles quick --run``: its params.yaml and dvc.lock), so queueing the studies
+    then would run them on the profile, not on the commit their sides are compared with."""
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "config", "user.email", "t@example.com"],
+        ["git", "config", "user.name", "t"],
+    ):
+        run(cmd, tmp_path)
+    (tmp_path / "params.yaml").write_text("finetune_ner:\n  epochs: 5.0\n")
+    (tmp_path / "README.md").write_text("a project\n")
+    run(["git", "add", "-A"], tmp_path)
+    run(["git", "commit", "-qm", "baseline"], tmp_path)
+    monkeypatch.chdir(tmp_path)
+    spec = studies.parse_spec(SPEC, "spec")
+    assert len(studies.queue(spec, [], dry_run=True, show=[])) == 2
+    assert "warning" not in capsys.readouterr().err
+    (tmp_path / "params.yaml").write_text("finetune_ner:\n  epochs: 2.0\n")  # a profile's run, say
+    (tmp_path / "README.md").write_text("an edit\n")  # named after params.yaml, which decides the runs
+    with pytest.raises(
+        MinisciError, match=r"^uncommitted changes to params\.yaml, README\.md: dvc exp run --queue"
+    ) as e:
+        studies.queue(spec, [], dry_run=False, show=[])
+    assert "\n" not in str(e.value)
+    assert "dvc exp run --queue" not in capsys.readouterr().out  # nothing was queued
+    assert len(studies.queue(spec, [], dry_run=True, show=[])) == 2  # --dry-run prints, and warns
+    assert capsys.readouterr().err.startswith("warning: uncommitted changes to params.yaml")
+
+
 def test_scores_per_seed_and_type():
     gold = [["B-A", "I-A", "O", "B-B"]] * 4
     seed1 = [["B-A", "I-A", "O", "O"]] * 4  # every B missed: A perfect, B recall 0

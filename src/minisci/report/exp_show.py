@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,14 @@ def format_value(value: Any) -> str:
 
 
 def dvc_exp_show() -> list[dict]:
+    # without a word here, the first run in a clone looked hung for 8 min on 2 cores (~660 commits; DVC then
+    # caches each commit's result under .dvc/tmp/exps/cache, and later runs take seconds): say so first
+    print(
+        "reading dvc exp show --json --all-commits (every commit's params and metrics: the first time "
+        "in a clone, minutes on a long history; then cached by DVC)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         proc = subprocess.run(
             ["dvc", "exp", "show", "--json", "--all-commits"], capture_output=True, text=True, check=False

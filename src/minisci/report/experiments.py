@@ -36,14 +36,17 @@ DEFAULT_METRICS = ("delta", "test.f1", "test.macro_f1", "p_value")
 def _row(entry: dict, metrics_file: str, baseline: str | None, state: str) -> dict:
     data = entry.get("data") or {}
     metrics = ((data.get("metrics") or {}).get(metrics_file) or {}).get("data") or {}
+    state = "failed" if entry.get("error") else {"success": "done"}.get(state, state)  # DVC's queue says success
     return {
         "name": entry.get("name") or (entry.get("rev") or "")[:7],
         "rev": (entry.get("rev") or "")[:7],
         "baseline": baseline,
         "timestamp": data.get("timestamp") or "",
-        "state": "failed" if entry.get("error") else state,
+        "state": state,
         "params": params_of(data),
-        "metrics": flatten(metrics),
+        # dvc exp show gives a queued, running or failed experiment the metrics files it was queued with
+        # (after a profile's run, that run's): not its results
+        "metrics": {} if state in {"queued", "running", "failed"} else flatten(metrics),
     }
 
 

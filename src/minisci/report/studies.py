@@ -790,6 +790,18 @@ def queue(spec: Spec, only: list[str], dry_run: bool, show: list[dict] | None) -
     ]
     present = pending_or_done(show) if show is not None else set()
     commands = [spec.experiments[n].command(queue=True) for n in wanted if n not in present]
+    pipeline = ("params.yaml", "dvc.yaml", "dvc.lock")  # named first: what decides what the experiments run
+    changed = sorted(uncommitted() if commands else [], key=lambda path: (path not in pipeline, path))
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        problem = (
+            f"uncommitted changes to {shown}: dvc exp run --queue copies them into every queued experiment "
+            "(after a profile's run, its params and dvc.lock), so the studies would run on them, not on the "
+            "commit their sides are compared with; commit them, or discard them (git checkout -- . && dvc checkout)"
+        )
+        if not dry_run:
+            raise MinisciError(problem)
+        print(f"warning: {problem}", file=sys.stderr)
     for cmd in commands:
         print(" ".join(shlex.quote(a) for a in cmd))
         if not dry_run:
@@ -800,6 +812,30 @@ def queue(spec: Spec, only: list[str], dry_run: bool, show: list[dict] | None) -
     if not commands:
         print("studies: every experiment is queued or has run; nothing to queue")
     return commands
+
+
+def uncommitted(root: str | Path = ".") -> list[str]:
+    """The git-tracked files of ``root`` with uncommitted changes, staged or not ([] outside a git
+    repository): what ``dvc exp run --queue`` carries into each experiment it queues."""
+    try:
+        proc = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "-z"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        return []
+    if proc.returncode != 0:
+        return []
+    entries, paths = iter(proc.stdout.split("\0")), []
+    for entry in entries:
+        if len(entry) > 3:
+            paths.append(entry[3:])
+            if "R" in entry[:2] or "C" in entry[:2]:  # a rename or copy: its source path follows
+                next(entries, None)
+    return paths
 
 
 def main(argv: list[str] | None = None) -> None:
