@@ -41,7 +41,7 @@ from minisci.config import (
 )
 from minisci.data.fetch import read_manifest
 from minisci.errors import ConfigError, MinisciError
-from minisci.fingerprint import model_content_hash, stage_fingerprint
+from minisci.fingerprint import model_content_hash, module_closure, stage_fingerprint
 from minisci.io import write_json
 from minisci.pretrain.model import ModelResolutionError, check_base_model, check_tokenizer_files, resolve_model_path
 from minisci.pretrain.seeds import load_pretrain, load_seed_design
@@ -283,23 +283,30 @@ def widest_layer(model: dict) -> tuple[int, int]:
         return 768, 3072
 
 
-def check_running_code(root: Path) -> None:
-    """The minisci package this process runs is the checkout's ``src/minisci``, or the same bytes: the
+def check_running_code(stages: Path) -> None:
+    """The library code the stages run is the checkout's ``src/minisci``, or the same bytes: the
     fingerprints describe the checkout's files, so a stage running another copy (an editable install
     of another clone, a wheel installed before an edit) would record results under code it did not
-    run. Skipped where the checkout holds no package (a project of stage scripts alone)."""
+    run. Only what some stage script in ``stages`` imports counts (the closures, this stage's own
+    included, and the package ``__init__`` files): a queued DVC experiment runs from a copy of the
+    workspace but imports the install, so an edit of the workspace's serving or report code while a
+    queue runs changes no result and stops nothing. Skipped where the checkout holds no package (a
+    project of stage scripts alone)."""
     # the package as loaded (not an import statement: the closure of this stage would then hold all of it)
-    here, running = root / "src" / "minisci", Path(sys.modules["minisci"].__file__).resolve().parent
+    here = stages.parent / "src" / "minisci"
+    running = Path(sys.modules["minisci"].__file__).resolve().parent
     if running == here.resolve() or not (here / "__init__.py").is_file():
         return
-    files = {p.relative_to(d).as_posix() for d in (here, running) for p in d.rglob("*.py")}
+    used = {p for script in sorted(stages.glob("*.py")) for p in module_closure(script, here.parent)}
+    files = {p.relative_to(here).as_posix() for p in used}
+    files |= {p.relative_to(d).as_posix() for d in (here, running) for p in d.rglob("__init__.py")}
     differ = sorted(f for f in files if not ((here / f).is_file() and (running / f).is_file()) or
                     (here / f).read_bytes() != (running / f).read_bytes())  # fmt: skip
     if differ:
         raise MinisciError(
-            f"the minisci package that runs is {running}, not this checkout's {here.relative_to(root)}, and "
-            f"{len(differ)} of its files differ (first: {differ[0]}); install this checkout (pip install -e .) "
-            "or run with PYTHONPATH=src"
+            f"the minisci package that runs is {running}, not this checkout's {here.relative_to(stages.parent)}, "
+            f"and {len(differ)} of the files the stages import differ (first: {differ[0]}); install this "
+            "checkout (pip install -e .) or run with PYTHONPATH=src"
         )
 
 
@@ -320,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--catalogue", default=DATASETS_FILE, help=f"the dataset catalogue (default {DATASETS_FILE})")
     args = p.parse_args(argv)
 
-    check_running_code(Path(args.stages).resolve().parent)  # first: every check below runs that code
+    check_running_code(Path(args.stages).resolve())  # first: every check below runs that code
     check_sections(args.params)
     check_seed_plan(args.params)  # the fine-tuning sections' own checks (types, ranges) first
     check_finetune_datasets(args.params, args.catalogue)

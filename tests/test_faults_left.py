@@ -693,13 +693,20 @@ def test_fingerprints_of_stage_scripts_that_are_gone_are_removed_and_nothing_els
 
 
 def test_a_stage_running_another_copy_of_minisci_is_refused_before_anything(tmp_path, monkeypatch, capsys):
-    # an editable install of another clone: the fingerprints would describe code the stages do not run
+    # an editable install of another clone: the fingerprints would describe code the stages do not run.
+    # Only the code a stage imports counts: a queued DVC experiment runs a copy of the workspace but imports
+    # the install, so an edit of serving code there while the queue runs must not stop the experiment
     monkeypatch.chdir(tmp_path)
     shutil.copytree(REPO / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (tmp_path / "stages").mkdir()
+    (tmp_path / "stages" / "writer.py").write_text("from minisci.io import write_json\n")
     params_with(tmp_path)
     argv = ["--stages", "stages", "--out", "fp"]
     assert run_stage(stage("code_fingerprint"), argv) == 0  # a copy of the same bytes runs
+    shutil.rmtree(tmp_path / "fp")
+    with (tmp_path / "src/minisci/serve/cli.py").open("a") as f:
+        f.write("\n# an edit of code no stage imports\n")
+    assert run_stage(stage("code_fingerprint"), argv) == 0
     shutil.rmtree(tmp_path / "fp")
     with (tmp_path / "src/minisci/io.py").open("a") as f:
         f.write("\n# an edit this checkout has and the running package has not\n")
@@ -709,7 +716,7 @@ def test_a_stage_running_another_copy_of_minisci_is_refused_before_anything(tmp_
 
     assert capsys.readouterr().err == (
         f"error: the minisci package that runs is {Path(minisci.__file__).resolve().parent}, not this checkout's "
-        "src/minisci, and 1 of its files differ (first: io.py); install this checkout (pip install -e .) or run "
-        "with PYTHONPATH=src\n"
+        "src/minisci, and 1 of the files the stages import differ (first: io.py); install this checkout "
+        "(pip install -e .) or run with PYTHONPATH=src\n"
     )
     assert not (tmp_path / "fp").exists()

@@ -97,9 +97,9 @@ def test_the_recipes_say_that_dropping_state_hides_a_failed_experiment():
     assert "**`--drop '.*'` also drops the `State` column.**" in text and "dvc queue status" in text
 
 
-def test_the_page_says_that_an_edit_of_src_fails_the_queued_experiments():
+def test_the_page_says_that_an_edit_of_the_stages_code_fails_the_queued_experiments():
     # a queued experiment's stages import minisci from the install (the workspace's src with pip install
-    # -e .), and code_fingerprint stops it when any file there differs from the queued copy's
+    # -e .), and code_fingerprint stops it when a file the stages import differs from the queued copy's
     text = " ".join((ROOT / "docs" / "experiments.md").read_text(encoding="utf-8").split())
-    assert "**Leave `src/` alone while a queue runs.**" in text
-    assert "`error: the minisci package that runs is" in text
+    assert "**Edit the stages' code after a queue has run, not while it runs.**" in text
+    assert "`error: the minisci package that runs is" in text and "of the files the stages import differ" in text
