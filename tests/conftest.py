@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -163,6 +166,20 @@ def repo_params() -> dict:
     for key, file in CATALOGUES.items():
         params[key] = yaml.safe_load((REPO / file).read_text())[key]
     return params
+
+
+def committed_tree(tmp: Path) -> Path:
+    """The tree the repository's consistency tests read: this checkout, or, where its ``params.yaml``
+    differs from the commit's (a profile's run or ``dvc exp apply`` left an experiment's params and
+    results in the workspace), the commit's own files (``git archive HEAD`` unpacked in ``tmp``). The docs
+    quote the committed run, so an experiment's results in the workspace are not an inconsistency."""
+    same = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "params.yaml"], cwd=REPO, capture_output=True)
+    if same.returncode != 1:  # 0: the same; anything else: not a git checkout
+        return REPO
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=REPO, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    return tmp
 
 
 def write_params(root: Path, params: dict) -> Path:
