@@ -140,6 +140,16 @@ def test_rows_of_the_earlier_log_not_listed_here_are_carried(tmp_path):
     assert list(table_rows(out.read_text())) == ["main"]
 
 
+def test_a_carried_row_logged_as_dvc_s_success_is_done_as_the_docs_say():
+    earlier = [
+        {"experiment": "a", "rev": "abc", "state": "success (stage targets; see studies) (carried)"},
+        {"experiment": "b", "rev": "def", "state": "success"},
+        {"experiment": "c", "rev": "123", "state": "failed"},
+    ]
+    states = [r["state"] for r in carried_rows(earlier, [])]
+    assert states == ["done (stage targets; see studies) (carried)", "done (carried)", "failed (carried)"]
+
+
 def test_escaped_pipes_stay_inside_their_cell(tmp_path):
     log = tmp_path / "log.md"
     log.write_text(

@@ -192,6 +192,7 @@ def carried_rows(previous: list[dict[str, str]], rows: list[dict]) -> list[dict[
             continue
         if state.startswith("baseline") and out and out[-1]["state"].startswith("baseline"):
             out.pop()  # a former HEAD without experiments of its own says nothing
+        state = re.sub(r"^success\b", "done", state)  # logs written before DVC's success was logged as done
         out.append(old | {"state": state if CARRIED in state else state + CARRIED})
     if out and out[-1]["state"].startswith("baseline"):
         out.pop()
