@@ -479,7 +479,7 @@ def test_unreadable_checkpoint_fingerprint_is_no_resumable_checkpoint(tmp_path, 
     assert checkpoint_to_resume(ckpt, "run-a") is None
     assert capsys.readouterr().out == (
         f"{ckpt}/fingerprint.json: unreadable (cut short by a kill or a full disk?); "
-        "no resumable checkpoint, starting fresh\n"
+        "its checkpoints are not resumable: deleted\n"
     )
     assert not (ckpt / "checkpoint-4").exists()
     assert json.loads((ckpt / "fingerprint.json").read_text()) == {"fingerprint": "run-a"}

@@ -260,4 +260,4 @@ def test_the_stale_checkpoint_message_only_when_there_was_a_checkpoint(tmp_path,
     (ckpt / "checkpoint-3").mkdir()
     (ckpt / "checkpoint-3/trainer_state.json").write_text("{}")
     assert checkpoint_to_resume(ckpt, "run-c") is None
-    assert capsys.readouterr().out == f"{ckpt}: checkpoints belong to another configuration; starting fresh\n"
+    assert capsys.readouterr().out == f"{ckpt}: checkpoints belong to another configuration: deleted\n"

@@ -438,9 +438,11 @@ def checkpoint_to_resume(ckpt_dir: str | Path, run_fingerprint: str) -> Path | N
         unreadable = found is None and stamp.exists()  # whose checkpoints they are is unknown: none is trusted
         shutil.rmtree(ckpt_dir)
         if stale and unreadable:
-            print(f"{stamp}: unreadable (cut short by a kill or a full disk?); no resumable checkpoint, starting fresh")
+            print(
+                f"{stamp}: unreadable (cut short by a kill or a full disk?); its checkpoints are not resumable: deleted"
+            )
         elif stale:
-            print(f"{ckpt_dir}: checkpoints belong to another configuration; starting fresh")
+            print(f"{ckpt_dir}: checkpoints belong to another configuration: deleted")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     write_json(stamp, {"fingerprint": run_fingerprint})
     candidates = [p for p in ckpt_dir.glob(f"{CHECKPOINT_PREFIX}*") if p.name[len(CHECKPOINT_PREFIX) :].isdigit()]

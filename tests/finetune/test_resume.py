@@ -143,7 +143,9 @@ def test_checkpoints_of_other_code_are_not_resumed(tmp_path, tiny_model_dir, mon
     monkeypatch.setattr(minisci.training, "code_version", lambda: {**real, "minisci": "edited"})
     run_finetune_ner(data, tiny_model_dir, cfg, tmp_path / "work")
     out = capsys.readouterr().out
-    assert "belong to another configuration" in out and "resuming from" not in out
+    assert "belong to another configuration: deleted" in out and "resuming from" not in out
+    assert out.count("training from step 0") == 1  # said once: where training starts, after what was deleted
+    assert "starting fresh" not in out
 
 
 def test_a_start_over_after_a_kill_before_the_first_checkpoint_says_so(tmp_path, tiny_model_dir, capsys):
