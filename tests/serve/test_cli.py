@@ -1,5 +1,6 @@
 import json
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -63,6 +64,20 @@ def test_cite_batched_equals_pipeline(tiny_finetuned):
     ref = pipe(texts)
     assert [o["label"] for o in ours] == [r[0]["label"] for r in ref]
     assert set(ours[0]["scores"]) == {"background", "method", "result"}
+
+
+def test_cli_cite_says_which_texts_it_cut(tiny_finetuned, capsys, tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_text("we used the method of smith\n" + "patients received aspirin after treatment . " * 60 + "\n")
+    assert cli.main(["cite", "--model", str(tiny_finetuned["cite"]), "--file", str(f)]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 2
+    assert re.fullmatch(
+        r"warning: 1 text \(2\) longer than the model takes: classified on its first \d+ word pieces only .*\n", err
+    ), err
+    f.write_text("we used the method of smith\n")
+    assert cli.main(["cite", "--model", str(tiny_finetuned["cite"]), "--file", str(f)]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_cli_ner_argument_stdin_and_jsonl(tiny_finetuned, capsys, monkeypatch, tmp_path):

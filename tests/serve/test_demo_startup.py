@@ -37,9 +37,18 @@ def models(tmp_path) -> dict:
     return {"--ner": ner, "--cite": cite, "--embeddings": enc}
 
 
+def free_port() -> int:
+    """A port nothing listens on now: the start-up check refuses a taken one."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def argv(models: dict, **change) -> list[str]:
     paths = {**models, **change}
-    return ["demo", "--port", "9000"] + [x for k, v in paths.items() for x in (k, str(v))]
+    return ["demo", "--port", str(free_port())] + [x for k, v in paths.items() for x in (k, str(v))]
 
 
 @pytest.fixture
@@ -99,6 +108,21 @@ def test_a_host_this_machine_cannot_serve_on_is_one_line_before_the_server_start
     assert launched == []
 
 
+def test_a_port_in_use_is_one_line_before_the_server_starts(models, launched, capsys):
+    import socket
+
+    with socket.socket() as other:  # another server listening on the port
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        assert cli.main([*argv(models), "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        rf"error: minisci demo --port {port}: in use \(.+\) on 127\.0\.0\.1; choose another --port\n", err
+    )
+    assert launched == []
+
+
 def test_a_damaged_index_is_one_line_before_the_server_starts(models, launched, tiny_model_dir, tmp_path, capsys):
     from minisci.serve.search import build_index, read_collection
 
@@ -130,7 +154,7 @@ def test_a_project_of_one_task_starts_without_the_other_model(models, monkeypatc
 
     monkeypatch.setattr(demo.subprocess, "Popen", lambda cmd, **kw: started.append(cmd) or Server())
     cite, enc = str(models["--cite"]), str(models["--embeddings"])
-    assert cli.main(["demo", "--port", "9000", "--cite", cite, "--embeddings", enc]) == 0
+    assert cli.main(["demo", "--port", str(free_port()), "--cite", cite, "--embeddings", enc]) == 0
     assert started[0][started[0].index("--") + 1 :] == ["--cite", cite, "--embeddings", enc]  # the page's options
     with pytest.raises(SystemExit):
         cli.main(["demo", "--help"])

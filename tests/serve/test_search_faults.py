@@ -269,6 +269,35 @@ def test_out_refusal_names_the_users_files_among_an_index(indexes, tiny_model_di
     assert (legacy / "notes.txt").read_text() == (marked / "bm25" / "mine.txt").read_text() == "mine"
 
 
+def test_an_out_that_cannot_be_written_is_one_line_before_anything_is_embedded(
+    indexes, tiny_model_dir, tmp_path, capsys, monkeypatch
+):
+    import errno
+    import tempfile
+
+    from minisci.serve import search
+
+    embedded = []
+    monkeypatch.setattr(search, "embed", lambda *a, **k: embedded.append(a) or np.zeros((0, 8)))
+    (tmp_path / "notes.txt").write_text("mine")
+    code, out, err = run_cli(index_argv(indexes, tiny_model_dir, tmp_path / "notes.txt" / "a" / "idx"), capsys)
+    assert (code, out) == (
+        1,
+        "",
+    ) and err == f"error: --out {tmp_path}/notes.txt/a/idx: {tmp_path}/notes.txt is not a directory\n"
+
+    def read_only(*a, **k):  # a read-only file system (chmod would not stop root)
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    code, out, err = run_cli(index_argv(indexes, tiny_model_dir, tmp_path / "ro" / "idx"), capsys)
+    assert (code, out) == (
+        1,
+        "",
+    ) and err == f"error: --out {tmp_path}/ro/idx: cannot write in {tmp_path} (Read-only file system)\n"
+    assert embedded == [] and not (tmp_path / "ro").exists()
+
+
 def test_out_refusal_of_another_output_leaves_out_the_marker(indexes, tiny_model_dir, tmp_path, capsys):
     model = shutil.copytree(tiny_model_dir, tmp_path / "model")
     (model / OUTPUT_MARKER).write_text("minisci")

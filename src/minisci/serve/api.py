@@ -49,6 +49,10 @@ def _one_or_many(texts: str | Sequence[str], what: str = "texts") -> tuple[list[
     """A text or a list of texts, checked as the command line checks its inputs."""
     if isinstance(texts, str):
         return [texts], True
+    if isinstance(texts, (bytes, bytearray)):  # a Sequence, but of ints: not "input 1: got int"
+        raise MinisciError(
+            f"{what}: expected a text (str) or a list of texts, got {type(texts).__name__} (decode it first)"
+        )
     if not isinstance(texts, Sequence):
         raise MinisciError(f"{what}: expected a text (str) or a list of texts, got {type(texts).__name__}")
     return list(texts), False

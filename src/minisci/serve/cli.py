@@ -117,8 +117,16 @@ def cmd_cite(args) -> None:
 
     texts = _texts(args)
     pipe = text_classifier(args.model, precision=args.precision, device=args.device, backend=args.backend)
+    cut: list[tuple[int, int]] = []
     with _progress(len(texts), "classifying") as bar:
-        results = classify(pipe, texts, args.batch_size, progress=bar.update)
+        results = classify(pipe, texts, args.batch_size, progress=bar.update, cut=cut)
+    if cut:  # classified on their first window only: say so, not silently
+        shown = ", ".join(str(i + 1) for i, _ in cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+        print(
+            f"warning: {len(cut)} text{'s' * (len(cut) != 1)} ({shown}) longer than the model takes: classified "
+            f"on {'their' if len(cut) != 1 else 'its'} first {cut[0][1]} word pieces only (special tokens included)",
+            file=sys.stderr,
+        )
     _emit(
         [{"text": t, **r} for t, r in zip(texts, results)],
         args.jsonl,

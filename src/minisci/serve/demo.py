@@ -213,26 +213,40 @@ def check_models(args) -> None:
             raise MinisciError(f"minisci demo --index: {e}") from None
 
 
-def check_host(host: str) -> None:
+def check_host(host: str, port: int | None = None) -> None:
     """``--host`` names an address this machine can serve on: bound here, as Streamlit binds it (IPv6
     for an address with a colon), on a free port, so a typo is one line before the server starts, not
-    the server's traceback. The port is left to Streamlit, which reports a taken one itself."""
+    the server's traceback. ``port`` given: it is free on that address too (bound with SO_REUSEADDR, as
+    the server binds it, so a port in TIME_WAIT passes), or one line names it: Streamlit would print
+    the page's address, then its own log line, then stop, and the address printed would lead to the
+    other server."""
+    import errno
     import socket
 
     if host.startswith("unix://"):  # a Unix socket path, which Streamlit also serves on
         return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        with socket.socket(family) as probe:
             probe.bind((host, 0))
     except OSError as e:  # socket.gaierror (no such name) included
         raise MinisciError(
             f"minisci demo --host {host}: not an address of this machine ({e.strerror or e}); "
             "use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or one of this machine's addresses"
         ) from None
+    if port is None:
+        return
+    try:
+        with socket.socket(family) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as e:
+        why = "in use (another server, or another minisci demo?)" if e.errno == errno.EADDRINUSE else e.strerror
+        raise MinisciError(f"minisci demo --port {port}: {why} on {host}; choose another --port") from None
 
 
 def run_demo(args) -> None:
-    check_host(args.host)
+    check_host(args.host, args.port)
     check_models(args)
     code = launch(args.ner, args.cite, args.embeddings, args.index, args.host, args.port)
     if code:

@@ -227,11 +227,17 @@ def _crf_tag(pipe, texts: list[str], batch_size: int, progress: Callable | None)
     return results
 
 
-def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None) -> list[dict]:
-    """Label, score and every label's score per text (the pipeline's ``top_k=None`` output)."""
+def classify(
+    pipe, texts: list[str], batch_size: int = 64, progress: Callable | None = None, cut: list | None = None
+) -> list[dict]:
+    """Label, score and every label's score per text (the pipeline's ``top_k=None`` output). A text
+    longer than the model's positions is classified on its first window, as the pipeline does; given a
+    list ``cut``, ``(index, word pieces kept)`` of those texts is appended to it (for a command to say so)."""
     if not check_texts(texts):
         return []
     chunks = [compat.preprocess(pipe, t) for t in texts]
+    if cut is not None:
+        cut.extend(_cut_texts(pipe, texts, chunks))
     logits = _sorted_forward(pipe, chunks, batch_size, progress)
     results = []
     for lg in logits:
@@ -244,6 +250,18 @@ def classify(pipe, texts: list[str], batch_size: int = 64, progress: Callable | 
             }
         )
     return results
+
+
+def _cut_texts(pipe, texts: list[str], chunks: list) -> list[tuple[int, int]]:
+    """Index and pieces kept of the texts that the pipeline's truncation cut: those whose pieces fill the window are
+    tokenised again, whole (only they can have been cut, so the common case costs nothing)."""
+    lengths = [int(c["input_ids"].shape[-1]) for c in chunks]
+    full = max(lengths, default=0)
+    return [
+        (i, n)
+        for i, (t, n) in enumerate(zip(texts, lengths))
+        if n == full and len(pipe.tokenizer(t, truncation=False, verbose=False)["input_ids"]) > n
+    ]
 
 
 def _plain(entity: dict) -> dict:

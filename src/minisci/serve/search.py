@@ -245,6 +245,7 @@ def check_out_dir(out_dir: str | Path) -> None:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise MinisciError(f"--out {out}: exists and is not a directory")
+    _check_writable(out)
     try:
         check_replaceable(out, owned=_index_before_markers)
     except OutputExistsError:
@@ -264,6 +265,24 @@ def check_out_dir(out_dir: str | Path) -> None:
         f"--out {out}: not an earlier index but another output ({files_to_lose(out)}); refusing to replace "
         "it: choose a new or empty directory"
     )
+
+
+def _check_writable(out: Path) -> None:
+    """The index is written into a temporary folder beside ``out`` (missing folders above it are
+    made): try that now, in the nearest folder that exists, so a read-only place, a file in the path
+    or /proc is one line naming ``--out`` before the documents are embedded, not a temporary's name
+    after."""
+    import tempfile
+
+    above = out.absolute().parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise MinisciError(f"--out {out}: {above} is not a directory")
+    try:
+        Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".probe", dir=above)).rmdir()
+    except OSError as e:
+        raise MinisciError(f"--out {out}: cannot write in {above} ({e.strerror or e})") from None
 
 
 def files_to_lose(out: Path, theirs_only: bool = False, limit: int = 5) -> str:
