@@ -120,7 +120,7 @@ def test_page_bad_inputs_get_a_message_not_a_crash(monkeypatch, tmp_path, tiny_f
     assert "missing: not a model directory" in submit(at, 0, SENTENCE)
     assert "pass a model from the finetune_classification stage" in submit(at, 1, "We used it.")
     at = app(monkeypatch, ner=tiny_finetuned["ner"], index=tmp_path / "nowhere")
-    assert "nowhere: not an index" in at.error[0].value
+    assert "nowhere: no such folder" in at.error[0].value
     assert "Type or paste a text first." in submit(at, 0, "   ")
     assert "the page takes at most 100,000" in submit(at, 0, "aspirin " * 200_000)
     assert not at.exception

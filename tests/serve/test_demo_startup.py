@@ -71,7 +71,7 @@ def test_good_models_start_the_server(models, launched):
         ("--cite", "ner", r"minisci demo --cite: .*ner: not a sequence-classification"),
         ("--embeddings", "missing", r"minisci demo --embeddings: .*missing: not a model directory"),
         ("--embeddings", "ner", r"minisci demo --embeddings: .*ner: a fine-tuned NER model \(architecture Bert"),
-        ("--index", "enc", r"minisci demo --index: .*enc: not an index \(no index.json\)"),
+        ("--index", "enc", r"minisci demo --index: .*enc: a folder, not an index \(no index.json\)"),
         (
             "--ner",
             "relabelled",

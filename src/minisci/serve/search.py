@@ -359,8 +359,11 @@ def duplicate_warning(ids: list[str]) -> str:
 def load_index(index_dir) -> tuple[np.ndarray, list[dict], dict]:
     """Embeddings, documents and ``index.json`` of an index, checked against each other."""
     index_dir = Path(index_dir)
+    if not index_dir.exists():
+        raise MinisciError(f"{index_dir}: no such folder; build an index there with `minisci index --out {index_dir}`")
     if not (index_dir / "index.json").is_file():
-        raise MinisciError(f"{index_dir}: not an index (no index.json); build one with `minisci index`")
+        what = "a folder" if index_dir.is_dir() else "a file"
+        raise MinisciError(f"{index_dir}: {what}, not an index (no index.json); build one with `minisci index`")
     info = _read_info(index_dir / "index.json")
     vecs = _read_embeddings(index_dir / "embeddings.npy")
     docs = _read_documents(index_dir / "documents.jsonl")
