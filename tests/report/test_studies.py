@@ -400,3 +400,20 @@ def test_a_study_of_an_unknown_task_is_one_line_error():
     index = {"welt": {"catalog": {"toy": {"task": "parsing"}}}}
     with pytest.raises(MinisciError, match=r"^studies.welt_toy: dataset 'toy' has task 'parsing', not one of ner, "):
         studies.task_of(spec.studies["welt_toy"], index)
+
+
+def test_an_unknown_only_name_is_refused_before_dvc_exp_show_runs(monkeypatch, capsys):
+    # dvc exp show --all-commits takes minutes the first time in a clone: a typo must not wait for it
+    import importlib
+
+    from minisci.stage import run_command
+
+    def no_show(path):
+        raise AssertionError("dvc exp show ran before --only was checked")
+
+    report_main = importlib.import_module("minisci.report.__main__")
+    monkeypatch.setattr(studies, "read_show", no_show)
+    monkeypatch.setattr(report_main, "read_show", no_show)
+    for main in (report_main.main, studies.main):  # python -m minisci.report queue, and the studies module's
+        assert run_command(main, ["queue", "--only", "nope", "--dry-run"]) == 1
+        assert capsys.readouterr().err == "error: --only: 'nope' is neither an experiment nor a study of the spec\n"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from minisci.report.exp_show import read_show
 from minisci.report.experiments import DEFAULT_METRICS, write_log
-from minisci.report.studies import DEFAULT_SPEC, load_spec, queue, report
+from minisci.report.studies import DEFAULT_SPEC, check_only, load_spec, queue, report
 
 SUMMARY = "metrics/summary.json"
 
@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--seed must be in [0, 2**32 - 1], got {args.seed}")
     if args.metrics_file is not None and not Path(args.metrics_file).is_file():  # before any file is written
         p.error(f"--metrics-file {args.metrics_file}: no such file")
-    spec, show = load_spec(args.spec), read_show(args.json)
+    spec = load_spec(args.spec)
+    check_only(spec, args.only)  # before dvc exp show, which takes minutes the first time in a clone
+    show = read_show(args.json)
     if args.command == "queue":
         queue(spec, args.only, args.dry_run, show)
         return

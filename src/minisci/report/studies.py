@@ -777,12 +777,17 @@ def report(
 # 6. queueing ------------------------------------------------------------------------------------------
 
 
-def queue(spec: Spec, only: list[str], dry_run: bool, show: list[dict] | None) -> list[list[str]]:
-    """``dvc exp run --queue`` for each experiment of the spec (or of ``only``: experiment or study
-    names) that has no successful run yet."""
+def check_only(spec: Spec, only: list[str]) -> None:
+    """Every ``--only`` name is an experiment or a study of the spec."""
     unknown = [n for n in only if n not in spec.experiments and n not in spec.studies]
     if unknown:
         raise MinisciError(f"--only: {unknown[0]!r} is neither an experiment nor a study of the spec")
+
+
+def queue(spec: Spec, only: list[str], dry_run: bool, show: list[dict] | None) -> list[list[str]]:
+    """``dvc exp run --queue`` for each experiment of the spec (or of ``only``: experiment or study
+    names) that has no successful run yet."""
+    check_only(spec, only)
     wanted = [
         n
         for n in spec.experiments
@@ -848,7 +853,9 @@ def main(argv: list[str] | None = None) -> None:
     q.add_argument("--spec", help=f"studies spec (default: the packaged {DEFAULT_SPEC})")
     q.add_argument("--json", help="saved output of dvc exp show --json --all-commits (default: run it)")
     args = p.parse_args(argv)
-    queue(load_spec(args.spec), args.only, args.dry_run, read_show(args.json))
+    spec = load_spec(args.spec)
+    check_only(spec, args.only)  # before dvc exp show, which takes minutes the first time in a clone
+    queue(spec, args.only, args.dry_run, read_show(args.json))
 
 
 if __name__ == "__main__":
