@@ -53,6 +53,8 @@ CASES = [
     ("search [None]", lambda o, f: o["index"].search([None]), r"^query: expected a text \(str\), got NoneType$"),
     ("reviewers k=-1", lambda o, f: o["index"].reviewers("graphs", k=-1), r"^k: must be >= 1, got -1$"),
     ("reviewers None", lambda o, f: o["index"].reviewers(None), r"^abstract: expected a text \(str\), got NoneType$"),
+    ("reviewers exclude empty", lambda o, f: o["index"].reviewers("graphs", exclude=["Ada", ""]), r"^exclude: an empty name matches no author$"),
+    ("reviewers exclude not names", lambda o, f: o["index"].reviewers("graphs", exclude=[3]), r"^exclude: expected authors' names \(str\), got int$"),
     ("Index(None)", lambda o, f: Index(None), r"^index_dir: expected a directory \(str or Path\), got None$"),
     ("NerTagger(None)", lambda o, f: NerTagger(None), r"^model_dir: expected a directory \(str or Path\), got None$"),
     ("CitationClassifier(None)", lambda o, f: CitationClassifier(None), r"^model_dir: expected a directory"),

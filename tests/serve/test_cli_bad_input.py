@@ -389,6 +389,7 @@ CASES = [
     ("document row without title", row_without_title, 1, r"documents.jsonl:2: expected string fields 'id' and 'title'"),
     ("reviewers from an index without authors", index_without_authors, 1, r"i: no document in the index has authors; build it from documents with an 'authors' list$"),
     ("reviewers with every author excluded", every_author_excluded, 1, r"--exclude: every author in the index is excluded$"),
+    ("reviewers --exclude empty", lambda a, t: ["reviewers", "--index", "i", "abs.txt", "--exclude", " "], 2, r"argument --exclude: an empty name matches no author \(see"),
 ]  # fmt: skip
 
 

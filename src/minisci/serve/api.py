@@ -205,8 +205,7 @@ class Index:
         to rank, or a ``bm25`` index finds no paper that shares a word with ``abstract``
         (:func:`minisci.serve.search.why_no_reviewers` says which)."""
         checks.check_k(k)
-        if isinstance(exclude, str):  # one name, not its letters
-            exclude = [exclude]
+        exclude = checks.check_exclude(exclude)
         scores = self._scores([checks.check_text(abstract, "abstract")])[0]
         found = search.matched(self.info, scores)  # bm25: an abstract that shares no word with a paper ranks no one
-        return search.rank_authors(scores, self.documents, k, tuple(exclude), aggregation, found)
+        return search.rank_authors(scores, self.documents, k, exclude, aggregation, found)

@@ -76,6 +76,27 @@ def at_least(low: int, high: int | None = None):
     return parse
 
 
+EMPTY_AUTHOR = "an empty name matches no author"  # an unset shell variable in --exclude "$ME" would exclude no one
+
+
+def author_name(name: str) -> str:
+    """An argparse type: an author's name for ``--exclude``, not blank."""
+    if not name.strip():
+        raise argparse.ArgumentTypeError(EMPTY_AUTHOR)
+    return name
+
+
+def check_exclude(exclude) -> tuple[str, ...]:
+    """The API's ``exclude``: one name or a sequence of names, none blank."""
+    names = [exclude] if isinstance(exclude, str) else list(exclude)  # one name, not its letters
+    for name in names:
+        if not isinstance(name, str):
+            raise MinisciError(f"exclude: expected authors' names (str), got {type(name).__name__}")
+        if not name.strip():
+            raise MinisciError(f"exclude: {EMPTY_AUTHOR}")
+    return tuple(names)
+
+
 def input_name(path) -> str:
     """How errors and warnings name an input: ``-`` and None (no path given) are standard input."""
     return "standard input" if path is None or str(path) == "-" else str(path)

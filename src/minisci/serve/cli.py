@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 from minisci.errors import DataFormatError, MinisciError
-from minisci.serve.checks import at_least, input_name
+from minisci.serve.checks import at_least, author_name, input_name
 from minisci.serve.models import DEVICES, PRECISIONS  # torch-free: `minisci --help` imports no torch
 from minisci.stage import run_command
 from minisci.tasks.classification import CLASSIFICATION
@@ -379,7 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--model", help=model_help)
     sp.add_argument("-k", type=at_least(1), default=10, help="number of authors to return")
     sp.add_argument(
-        "--exclude", action="append", default=[], help="author to exclude (conflict of interest); repeatable"
+        "--exclude",
+        action="append",
+        default=[],
+        type=author_name,
+        help="author to exclude (conflict of interest); repeatable",
     )
     sp.add_argument(
         "--aggregation",
